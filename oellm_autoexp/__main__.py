@@ -1,0 +1,3 @@
+from oellm_autoexp.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""The executor interface: how the supervisor submits, observes and cancels jobs.
+
+Two adapters implement it: `SlurmExecutor` (adapters/slurm_executor.py, the
+only module that runs sbatch/squeue/sacct/scancel) and `LocalExecutor`
+(adapters/local_executor.py, the same rendered script as a local process
+group). The monitor only ever talks to this interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from oellm_autoexp.core.job_record import JobRecord
+
+
+class ExecutorError(Exception):
+    """The executor could not do what was asked (submit refused, CLI missing...).
+
+    A *query* that fails or times out raises this too; the monitor treats that
+    as "no information this poll", never as a failed job.
+    """
+
+
+class Executor(Protocol):
+    name: str  # "slurm" | "local"
+
+    def submit(
+        self,
+        script: Path,
+        *,
+        extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> str:
+        """Submit a rendered sbatch script; return the new job id.
+
+        `extra_args` are sbatch options added on the command line (e.g.
+        `--exclude=node3`, `--dependency=afterany:123`, `--comment=<tag>`).
+        """
+        ...
+
+    def query(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
+        """Observe many jobs at once; every requested id is in the result.
+
+        Slurm: ONE squeue call for all ids, then ONE sacct call for the ids
+        squeue no longer lists. An id neither knows is JobState.UNKNOWN with
+        source "none". Raises ExecutorError if the commands fail or hang.
+        """
+        ...
+
+    def cancel(self, job_id: str) -> None:
+        """Cancel a job; cancelling an already-ended job is not an error."""
+        ...
