@@ -1,0 +1,699 @@
+"""The state store: sessions, jobs, attempts, signals, decisions and log offsets in SQLite.
+
+Everything the monitor must remember across restarts lives here, in one file
+(`<state dir>/autoexp.db`, default state dir `.oellm_state`). Tables and
+migrations are in store_schema.py; docs/state_store.md describes both and the
+duplicate-safe submission protocol.
+
+- WAL mode, so a CLI reading the store never blocks the monitor writing it, and
+  a busy timeout, so two writers wait for each other instead of failing. WAL
+  needs every process on the same host: keep the state dir on a local disk or
+  run all commands of one session from one login node.
+- Every write transaction starts with BEGIN IMMEDIATE: it takes the write lock
+  up front, so a read-then-write (a restart counter) cannot be interleaved with
+  another writer and never fails half-way with SQLITE_BUSY.
+- Methods return frozen dataclasses, never ORM objects: nothing outside this
+  module holds a database session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, Engine, create_engine, event, func, or_, select, text, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from oellm_autoexp.adapters.store_schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    AttemptRow,
+    Base,
+    DecisionRow,
+    JobRow,
+    LogOffsetRow,
+    SessionRow,
+    SignalRow,
+)
+from oellm_autoexp.core.job_state import JobState, is_terminal
+from oellm_autoexp.errors import UserError
+
+DEFAULT_STATE_DIR = Path(".oellm_state")
+DB_FILENAME = "autoexp.db"
+BUSY_TIMEOUT_S = 30.0  # how long a writer waits for another before SQLITE_BUSY
+_TERMINAL_STATES = [s.value for s in JobState if is_terminal(s)]
+
+
+class SessionStatus(StrEnum):
+    ACTIVE = "active"  # jobs are being submitted and watched
+    STOPPED = "stopped"  # the user stopped it; jobs may be left as they were
+    COMPLETED = "completed"  # every job reached a final status
+
+
+class JobStatus(StrEnum):
+    ACTIVE = "active"  # the monitor keeps it running (submits, restarts)
+    STOPPED = "stopped"  # the policy gave up (budget spent, non-retriable error)
+    COMPLETED = "completed"  # the last attempt finished successfully
+    CANCELLED_BY_USER = "cancelled_by_user"  # `autoexp cancel`: never restarted
+
+
+class Intent(StrEnum):
+    INTENDED = "intended"  # recorded before sbatch; sbatch may or may not have run
+    SUBMITTED = "submitted"  # sbatch returned an executor job id
+    CONFIRMED = "confirmed"  # the executor has since reported the job
+    ABANDONED = "abandoned"  # the monitor established the submission never happened
+
+
+class StoreError(Exception):
+    """The store was asked for something that does not exist or cannot be."""
+
+
+class DuplicateAttempt(StoreError):
+    """An attempt with this number (or tag) is already recorded for the job."""
+
+
+class MonitorLockHeld(UserError):
+    """Another monitor holds the session; the message names its pid and host."""
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    id: int
+    name: str
+    config_path: str
+    config: dict[str, Any]
+    created_at: datetime
+    status: str  # SessionStatus value
+    monitor_pid: int | None
+    monitor_host: str | None
+    monitor_heartbeat: datetime | None
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    id: int
+    session_id: int
+    job_key: str
+    name: str
+    plan: dict[str, Any]
+    status: str  # JobStatus value
+    status_reason: str
+    restart_count: int
+    restart_counts: dict[str, int]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class AttemptInfo:
+    id: int
+    job_id: int
+    attempt_no: int
+    submit_tag: str
+    intent: str  # Intent value
+    executor_job_id: str | None
+    nodes: tuple[str, ...]
+    intended_at: datetime
+    submitted_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    state: JobState
+    exit_code: int | None
+    log_path: str | None
+    last_iteration: int | None
+
+
+@dataclass(frozen=True)
+class NewSignal:
+    """A classified log line to record (what core/classify.py produces, flattened)."""
+
+    pattern: str
+    error_type: str
+    subsystem: str
+    role: str
+    line_no: int
+    line: str
+    observed_at: datetime
+    evidence: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class SignalInfo:
+    id: int
+    attempt_id: int
+    pattern: str
+    error_type: str
+    subsystem: str
+    role: str
+    line_no: int
+    line: str
+    evidence: tuple[str, ...]
+    observed_at: datetime
+
+
+@dataclass(frozen=True)
+class DecisionInfo:
+    id: int
+    job_id: int
+    attempt_id: int | None
+    action: str
+    reason: str
+    budget_before: int | None
+    budget_after: int | None
+    evidence: Any
+    decided_at: datetime
+
+
+def _session_info(r: SessionRow) -> SessionInfo:
+    return SessionInfo(
+        r.id, r.name, r.config_path, r.config_json, r.created_at, r.status,
+        r.monitor_pid, r.monitor_host, r.monitor_heartbeat,
+    )  # fmt: skip
+
+
+def _job_info(r: JobRow) -> JobInfo:
+    return JobInfo(
+        r.id, r.session_id, r.job_key, r.name, r.plan_json, r.status, r.status_reason,
+        r.restart_count, dict(r.restart_counts_json), r.created_at,
+    )  # fmt: skip
+
+
+def _attempt_info(r: AttemptRow) -> AttemptInfo:
+    return AttemptInfo(
+        r.id, r.job_id, r.attempt_no, r.submit_tag, r.intent, r.executor_job_id, tuple(r.nodes_json),
+        r.intended_at, r.submitted_at, r.started_at, r.ended_at, JobState(r.state), r.exit_code,
+        r.log_path, r.last_iteration,
+    )  # fmt: skip
+
+
+def _signal_info(r: SignalRow) -> SignalInfo:
+    return SignalInfo(
+        r.id, r.attempt_id, r.pattern, r.error_type, r.subsystem, r.role, r.line_no, r.line,
+        tuple(r.evidence_json), r.observed_at,
+    )  # fmt: skip
+
+
+def _decision_info(r: DecisionRow) -> DecisionInfo:
+    return DecisionInfo(
+        r.id, r.job_id, r.attempt_id, r.action, r.reason, r.budget_before, r.budget_after,
+        r.evidence_json, r.decided_at,
+    )  # fmt: skip
+
+
+def _make_engine(db_path: Path, busy_timeout_s: float) -> Engine:
+    """An engine whose connections are WAL, foreign-keyed, and begin as we say."""
+    engine = create_engine(f"sqlite:///{db_path}")
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy, not the sqlite3 module, emit BEGIN (see _on_begin).
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        immediate = conn.get_execution_options().get("begin_immediate", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def _upgrade(engine: Engine) -> None:
+    """Create a fresh schema, or run the pending migrations one transaction at a time.
+
+    The version is re-read inside every write transaction, so two processes
+    opening an old database at once cannot both run the same migration.
+    """
+    with engine.connect().execution_options(begin_immediate=True) as conn:
+        while True:
+            with conn.begin():
+                version = conn.exec_driver_sql("PRAGMA user_version").scalar_one()
+                if version == SCHEMA_VERSION:
+                    return
+                if version > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"the state database is schema v{version}, newer than this autoexp "
+                        f"(v{SCHEMA_VERSION}); upgrade autoexp"
+                    )
+                if version == 0:
+                    Base.metadata.create_all(conn)
+                else:
+                    MIGRATIONS[version - 1](conn)
+                new_version = SCHEMA_VERSION if version == 0 else version + 1
+                conn.exec_driver_sql(f"PRAGMA user_version = {new_version}")
+
+
+class SQLiteStore:
+    """The monitor's memory. Thread-safe: each call uses its own short transaction."""
+
+    def __init__(
+        self, state_dir: Path = DEFAULT_STATE_DIR, *, busy_timeout_s: float = BUSY_TIMEOUT_S
+    ) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.path = state_dir / DB_FILENAME
+        self._engine = _make_engine(self.path, busy_timeout_s)
+        self._read_sessions = sessionmaker(self._engine, expire_on_commit=False)
+        self._write_sessions = sessionmaker(
+            self._engine.execution_options(begin_immediate=True), expire_on_commit=False
+        )
+        try:
+            _upgrade(self._engine)
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    def close(self) -> None:
+        """Close every pooled connection (and with them the WAL/shm file handles)."""
+        self._engine.dispose()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with self._read_sessions() as db, db.begin():
+            yield db
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with self._write_sessions() as db, db.begin():
+            yield db
+
+    def schema_version(self) -> int:
+        """The database's PRAGMA user_version (SCHEMA_VERSION once opened)."""
+        with self._read() as db:
+            return int(db.execute(text("PRAGMA user_version")).scalar_one())
+
+    # -- sessions -------------------------------------------------------------------------------
+
+    def create_session(
+        self, name: str, *, config_path: str, config: Mapping[str, Any], now: datetime
+    ) -> SessionInfo:
+        """Create an ACTIVE session; a name already in use is a UserError."""
+        row = SessionRow(
+            name=name, config_path=config_path, config_json=dict(config), created_at=now,
+            status=SessionStatus.ACTIVE.value,
+        )  # fmt: skip
+        try:
+            with self._write() as db:
+                db.add(row)
+        except IntegrityError as exc:
+            raise UserError(f"a session named {name!r} already exists in {self.path}") from exc
+        return _session_info(row)
+
+    def get_session(self, session_id: int) -> SessionInfo | None:
+        with self._read() as db:
+            row = db.get(SessionRow, session_id)
+            return _session_info(row) if row else None
+
+    def find_session(self, name: str) -> SessionInfo | None:
+        with self._read() as db:
+            row = db.scalar(select(SessionRow).where(SessionRow.name == name))
+            return _session_info(row) if row else None
+
+    def list_sessions(self) -> list[SessionInfo]:
+        with self._read() as db:
+            return [_session_info(r) for r in db.scalars(select(SessionRow).order_by(SessionRow.id))]
+
+    def set_session_status(self, session_id: int, status: str) -> None:
+        self._update_one(SessionRow, session_id, status=SessionStatus(status).value)
+
+    def _update_one(self, model: Any, row_id: int, **values: Any) -> None:
+        with self._write() as db:
+            matched = _rowcount(db.execute(update(model).where(model.id == row_id).values(**values)))
+        if matched != 1:
+            raise StoreError(f"no {model.__tablename__} row with id {row_id}")
+
+    # -- the monitor lock -----------------------------------------------------------------------
+
+    def acquire_monitor_lock(
+        self,
+        session_id: int,
+        *,
+        pid: int,
+        host: str,
+        now: datetime,
+        stale_after_s: float,
+        dead_pid: int | None = None,
+    ) -> bool:
+        """Take the session's monitor lock in one UPDATE; False if someone else holds it.
+
+        The lock is free when nobody holds it, when the holder's heartbeat is
+        older than `stale_after_s`, when we already hold it (same pid and host),
+        or when it is held by `dead_pid` on our own host: a pid the caller has
+        checked is no longer running (liveness can only be checked locally).
+        """
+        cutoff = now - timedelta(seconds=stale_after_s)
+        free = [
+            SessionRow.monitor_pid.is_(None),
+            SessionRow.monitor_heartbeat < cutoff,
+            (SessionRow.monitor_pid == pid) & (SessionRow.monitor_host == host),
+        ]
+        if dead_pid is not None:
+            free.append((SessionRow.monitor_pid == dead_pid) & (SessionRow.monitor_host == host))
+        stmt = (
+            update(SessionRow)
+            .where(SessionRow.id == session_id, or_(*free))
+            .values(monitor_pid=pid, monitor_host=host, monitor_heartbeat=now)
+        )
+        with self._write() as db:
+            return _rowcount(db.execute(stmt)) == 1
+
+    def acquire_monitor_lock_or_raise(
+        self,
+        session_id: int,
+        *,
+        pid: int,
+        host: str,
+        now: datetime,
+        stale_after_s: float,
+        dead_pid: int | None = None,
+    ) -> None:
+        """acquire_monitor_lock, raising MonitorLockHeld (naming the holder) when refused."""
+        if self.acquire_monitor_lock(
+            session_id, pid=pid, host=host, now=now, stale_after_s=stale_after_s, dead_pid=dead_pid
+        ):
+            return
+        held = self.get_session(session_id)
+        if held is None:
+            raise StoreError(f"no session with id {session_id}")
+        raise MonitorLockHeld(_lock_held_message(held, now, stale_after_s))
+
+    def heartbeat(self, session_id: int, *, pid: int, host: str, now: datetime) -> bool:
+        """Refresh our heartbeat; False means the lock was taken from us: stop monitoring."""
+        stmt = (
+            update(SessionRow)
+            .where(
+                SessionRow.id == session_id, SessionRow.monitor_pid == pid, SessionRow.monitor_host == host
+            )
+            .values(monitor_heartbeat=now)
+        )
+        with self._write() as db:
+            return _rowcount(db.execute(stmt)) == 1
+
+    def release_monitor_lock(self, session_id: int, *, pid: int, host: str) -> None:
+        """Free the lock if we hold it; a lock someone else took over is left alone."""
+        stmt = (
+            update(SessionRow)
+            .where(
+                SessionRow.id == session_id, SessionRow.monitor_pid == pid, SessionRow.monitor_host == host
+            )
+            .values(monitor_pid=None, monitor_host=None, monitor_heartbeat=None)
+        )
+        with self._write() as db:
+            db.execute(stmt)
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    def add_job(
+        self, session_id: int, *, job_key: str, name: str, plan: Mapping[str, Any], now: datetime
+    ) -> JobInfo:
+        """Add an ACTIVE job; a job_key already in the session raises StoreError."""
+        row = JobRow(
+            session_id=session_id, job_key=job_key, name=name, plan_json=dict(plan),
+            status=JobStatus.ACTIVE.value, status_reason="", restart_count=0,
+            restart_counts_json={}, created_at=now,
+        )  # fmt: skip
+        try:
+            with self._write() as db:
+                db.add(row)
+        except IntegrityError as exc:
+            raise StoreError(
+                f"session {session_id} has no such session or already a job {job_key!r}"
+            ) from exc
+        return _job_info(row)
+
+    def get_job(self, job_id: int) -> JobInfo | None:
+        with self._read() as db:
+            row = db.get(JobRow, job_id)
+            return _job_info(row) if row else None
+
+    def find_job(self, session_id: int, ref: str) -> JobInfo | None:
+        """A job of the session by key, then by name, then by numeric id (what a user types)."""
+        in_session = select(JobRow).where(JobRow.session_id == session_id)
+        with self._read() as db:
+            for cond in (JobRow.job_key == ref, JobRow.name == ref):
+                row = db.scalars(in_session.where(cond).order_by(JobRow.id)).first()
+                if row:
+                    return _job_info(row)
+            row = db.scalar(in_session.where(JobRow.id == int(ref))) if ref.isdigit() else None
+            return _job_info(row) if row else None
+
+    def jobs_for_session(self, session_id: int) -> list[JobInfo]:
+        stmt = select(JobRow).where(JobRow.session_id == session_id).order_by(JobRow.id)
+        with self._read() as db:
+            return [_job_info(r) for r in db.scalars(stmt)]
+
+    def set_job_status(self, job_id: int, status: str, reason: str = "") -> None:
+        """Set the job's JobStatus with a readable reason ("oom budget spent: 3/3")."""
+        self._update_one(JobRow, job_id, status=JobStatus(status).value, status_reason=reason)
+
+    def record_restart(self, job_id: int, reason: str) -> JobInfo:
+        """Count one restart of the job for `reason` (an error type); returns the new counters."""
+        with self._write() as db:
+            row = db.get(JobRow, job_id)
+            if row is None:
+                raise StoreError(f"no job with id {job_id}")
+            counts = dict(row.restart_counts_json)
+            counts[reason] = counts.get(reason, 0) + 1
+            row.restart_counts_json = counts
+            row.restart_count += 1
+            db.flush()
+            return _job_info(row)
+
+    # -- attempts -------------------------------------------------------------------------------
+
+    def record_intent(
+        self, job_id: int, attempt_no: int, tag: str, *, now: datetime, log_path: str | None = None
+    ) -> int:
+        """Record that we are about to submit attempt `attempt_no`; call BEFORE sbatch.
+
+        `tag` must be unique; the monitor passes it to sbatch (`--comment`), so a
+        monitor that died between this call and confirm_submitted can find the
+        job in Slurm by its tag instead of submitting it twice. Raises
+        DuplicateAttempt if the attempt number or the tag is already recorded.
+        """
+        row = AttemptRow(
+            job_id=job_id, attempt_no=attempt_no, submit_tag=tag, intent=Intent.INTENDED.value,
+            nodes_json=[], intended_at=now, state=JobState.UNKNOWN.value, log_path=log_path,
+        )  # fmt: skip
+        try:
+            with self._write() as db:
+                db.add(row)
+        except IntegrityError as exc:
+            raise DuplicateAttempt(f"job {job_id} already has attempt {attempt_no} or tag {tag!r}") from exc
+        return row.id
+
+    def confirm_submitted(
+        self, attempt_id: int, executor_job_id: str, *, now: datetime, log_path: str | None = None
+    ) -> None:
+        """sbatch answered (or the job was found by its tag): remember its executor id."""
+        values: dict[str, Any] = {
+            "executor_job_id": executor_job_id, "intent": Intent.SUBMITTED.value, "submitted_at": now,
+        }  # fmt: skip
+        if log_path is not None:
+            values["log_path"] = log_path
+        self._update_one(AttemptRow, attempt_id, **values)
+
+    def abandon_intent(self, attempt_id: int, *, now: datetime) -> None:
+        """The tag is not known to the executor: the submission never happened."""
+        self._update_one(AttemptRow, attempt_id, intent=Intent.ABANDONED.value, ended_at=now)
+
+    def pending_intents(self, session_id: int) -> list[AttemptInfo]:
+        """Attempts of the session recorded as intended but never confirmed submitted."""
+        stmt = (
+            select(AttemptRow)
+            .join(JobRow, AttemptRow.job_id == JobRow.id)
+            .where(JobRow.session_id == session_id, AttemptRow.intent == Intent.INTENDED.value)
+            .order_by(AttemptRow.id)
+        )
+        return self._attempts(stmt)
+
+    def live_attempts(self) -> list[AttemptInfo]:
+        """Attempts of ALL sessions that have an executor id and have not ended (one squeue)."""
+        stmt = (
+            select(AttemptRow)
+            .where(
+                AttemptRow.executor_job_id.is_not(None),
+                AttemptRow.ended_at.is_(None),
+                AttemptRow.state.not_in(_TERMINAL_STATES),
+            )
+            .order_by(AttemptRow.id)
+        )
+        return self._attempts(stmt)
+
+    def latest_attempt(self, job_id: int) -> AttemptInfo | None:
+        stmt = select(AttemptRow).where(AttemptRow.job_id == job_id).order_by(AttemptRow.attempt_no.desc())
+        found = self._attempts(stmt.limit(1))
+        return found[0] if found else None
+
+    def next_attempt_no(self, job_id: int) -> int:
+        """1 + the highest attempt number recorded for the job (abandoned ones included)."""
+        with self._read() as db:
+            top = db.scalar(select(func.max(AttemptRow.attempt_no)).where(AttemptRow.job_id == job_id))
+        return (top or 0) + 1
+
+    def attempts_for_job(self, job_id: int) -> list[AttemptInfo]:
+        return self._attempts(
+            select(AttemptRow).where(AttemptRow.job_id == job_id).order_by(AttemptRow.attempt_no)
+        )
+
+    def attempts_for_session(self, session_id: int) -> list[AttemptInfo]:
+        stmt = (
+            select(AttemptRow)
+            .join(JobRow, AttemptRow.job_id == JobRow.id)
+            .where(JobRow.session_id == session_id)
+            .order_by(AttemptRow.job_id, AttemptRow.attempt_no)
+        )
+        return self._attempts(stmt)
+
+    def find_attempt_by_tag(self, tag: str) -> AttemptInfo | None:
+        found = self._attempts(select(AttemptRow).where(AttemptRow.submit_tag == tag))
+        return found[0] if found else None
+
+    def _attempts(self, stmt: Any) -> list[AttemptInfo]:
+        with self._read() as db:
+            return [_attempt_info(r) for r in db.scalars(stmt)]
+
+    def update_attempt_state(
+        self,
+        attempt_id: int,
+        state: JobState,
+        *,
+        exit_code: int | None = None,
+        nodes: Sequence[str] | None = None,
+        started_at: datetime | None = None,
+        ended_at: datetime | None = None,
+    ) -> None:
+        """Record an observation; None leaves a field as it was.
+
+        A SUBMITTED attempt becomes CONFIRMED on its first known state: the
+        executor has seen it. UNKNOWN is stored but confirms nothing.
+        """
+        with self._write() as db:
+            row = db.get(AttemptRow, attempt_id)
+            if row is None:
+                raise StoreError(f"no attempt with id {attempt_id}")
+            row.state = JobState(state).value
+            if state is not JobState.UNKNOWN and row.intent == Intent.SUBMITTED.value:
+                row.intent = Intent.CONFIRMED.value
+            _set_if_given(row, exit_code=exit_code, started_at=started_at, ended_at=ended_at)
+            if nodes is not None:
+                row.nodes_json = list(nodes)
+
+    def set_last_iteration(self, attempt_id: int, iteration: int) -> None:
+        self._update_one(AttemptRow, attempt_id, last_iteration=iteration)
+
+    # -- signals and decisions ------------------------------------------------------------------
+
+    def record_signal(self, attempt_id: int, signal: NewSignal) -> int:
+        return self.record_signals(attempt_id, [signal])[0]
+
+    def record_signals(self, attempt_id: int, signals: Iterable[NewSignal]) -> list[int]:
+        """Record classified lines of an attempt in one transaction; returns their ids."""
+        rows = [
+            SignalRow(
+                attempt_id=attempt_id, pattern=s.pattern, error_type=s.error_type, subsystem=s.subsystem,
+                role=s.role, line_no=s.line_no, line=s.line, evidence_json=list(s.evidence),
+                observed_at=s.observed_at,
+            )
+            for s in signals
+        ]  # fmt: skip
+        with self._write() as db:
+            db.add_all(rows)
+        return [r.id for r in rows]
+
+    def signals_for_attempt(self, attempt_id: int) -> list[SignalInfo]:
+        stmt = select(SignalRow).where(SignalRow.attempt_id == attempt_id).order_by(SignalRow.id)
+        with self._read() as db:
+            return [_signal_info(r) for r in db.scalars(stmt)]
+
+    def record_decision(
+        self,
+        job_id: int,
+        *,
+        attempt_id: int | None,
+        action: str,
+        reason: str,
+        now: datetime,
+        budget_before: int | None = None,
+        budget_after: int | None = None,
+        evidence: Any = (),
+    ) -> int:
+        """Record one policy decision; `evidence` must be JSON-serialisable."""
+        row = DecisionRow(
+            job_id=job_id, attempt_id=attempt_id, action=action, reason=reason,
+            budget_before=budget_before, budget_after=budget_after,
+            evidence_json=list(evidence) if isinstance(evidence, tuple) else evidence, decided_at=now,
+        )  # fmt: skip
+        with self._write() as db:
+            db.add(row)
+        return row.id
+
+    def decisions_for_job(self, job_id: int) -> list[DecisionInfo]:
+        stmt = select(DecisionRow).where(DecisionRow.job_id == job_id).order_by(DecisionRow.id)
+        with self._read() as db:
+            return [_decision_info(r) for r in db.scalars(stmt)]
+
+    def decisions_for_session(self, session_id: int) -> list[DecisionInfo]:
+        stmt = (
+            select(DecisionRow)
+            .join(JobRow, DecisionRow.job_id == JobRow.id)
+            .where(JobRow.session_id == session_id)
+            .order_by(DecisionRow.id)
+        )
+        with self._read() as db:
+            return [_decision_info(r) for r in db.scalars(stmt)]
+
+    # -- log offsets (the log tailer's OffsetStore) ---------------------------------------------
+
+    def load_offset(self, path: str) -> tuple[int, int] | None:
+        """(inode, offset) saved for a log path, or None."""
+        with self._read() as db:
+            row = db.get(LogOffsetRow, path)
+            return (row.inode, row.offset) if row else None
+
+    def save_offset(self, path: str, inode: int, offset: int) -> None:
+        with self._write() as db:
+            db.merge(LogOffsetRow(path=path, inode=inode, offset=offset, updated_at=_utcnow()))
+
+
+def _set_if_given(row: Any, **values: Any) -> None:
+    for name, value in values.items():
+        if value is not None:
+            setattr(row, name, value)
+
+
+def _utcnow() -> datetime:
+    # Offsets are bookkeeping, not decisions: wall-clock time is fine here.
+    return datetime.now(UTC)
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _rowcount(result: Any) -> int:
+    """Rows matched by an UPDATE (Session.execute is typed as a plain Result)."""
+    return int(cast(CursorResult[Any], result).rowcount)
+
+
+def _lock_held_message(held: SessionInfo, now: datetime, stale_after_s: float) -> str:
+    age = (_as_utc(now) - held.monitor_heartbeat).total_seconds() if held.monitor_heartbeat else float("nan")
+    return (
+        f"session {held.name!r} is already monitored by pid {held.monitor_pid} on host "
+        f"{held.monitor_host} (last heartbeat {age:.0f} s ago); stop that monitor first, "
+        f"or wait until its heartbeat is {stale_after_s:.0f} s old"
+    )

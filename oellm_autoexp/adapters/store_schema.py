@@ -1,0 +1,172 @@
+"""The SQLite tables of the state store, and the migrations between schema versions.
+
+A fresh database is created from these models and stamped with SCHEMA_VERSION
+(PRAGMA user_version). An older database is upgraded in place by running
+MIGRATIONS[v - 1], MIGRATIONS[v], ... in order, each in its own transaction that
+also bumps user_version, so a crash mid-upgrade leaves a consistent version.
+
+Migrations are raw SQL on purpose: they must keep describing the OLD shape even
+after the models below change again. tests/integration/test_store_migrations.py
+checks that an upgraded v1 database has exactly the columns of a fresh one.
+
+Times are stored as fixed-width UTC ISO-8601 text, so that SQL comparisons
+(stale heartbeats) are plain string comparisons and `sqlite3` shows them readably.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """An aware UTC datetime stored as `2025-01-02T03:04:05.000006+00:00`.
+
+    Naive datetimes are taken to be UTC already (the core passes `now` in UTC).
+    """
+
+    impl = String(32)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> str | None:
+        if value is None:
+            return None
+        aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return aware.isoformat(timespec="microseconds")
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else datetime.fromisoformat(value)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSON,
+        list[Any]: JSON,
+    }
+
+
+class SessionRow(Base):
+    """One `autoexp run`: a composed config and the jobs it planned."""
+
+    __tablename__ = "sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # surrogate key
+    name: Mapped[str] = mapped_column(String(200), unique=True)  # user-facing session name
+    config_path: Mapped[str] = mapped_column(Text)  # the top-level YAML the user passed
+    config_json: Mapped[dict[str, Any]] = mapped_column()  # the fully composed config, as run
+    created_at: Mapped[datetime] = mapped_column()  # when the session was created (UTC)
+    status: Mapped[str] = mapped_column(String(32))  # SessionStatus: active|stopped|completed
+    monitor_pid: Mapped[int | None] = mapped_column()  # pid of the monitor holding the lock; NULL = free
+    monitor_host: Mapped[str | None] = mapped_column(String(255))  # host that pid runs on
+    monitor_heartbeat: Mapped[datetime | None] = mapped_column()  # the lock holder's last sign of life
+
+
+class JobRow(Base):
+    """One sweep point of a session: the unit that is restarted until done."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("session_id", "job_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # surrogate key
+    session_id: Mapped[int] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))  # owner
+    job_key: Mapped[str] = mapped_column(String(200))  # stable id of the sweep point within the session
+    name: Mapped[str] = mapped_column(String(200))  # human-readable job name (Slurm --job-name)
+    plan_json: Mapped[dict[str, Any]] = mapped_column()  # what the planner produced: script path, sbatch args
+    status: Mapped[str] = mapped_column(String(32))  # JobStatus: active|stopped|completed|cancelled_by_user
+    status_reason: Mapped[str] = mapped_column(Text, default="")  # why it is in that status (budget numbers)
+    restart_count: Mapped[int] = mapped_column(default=0)  # restarts submitted so far, all reasons
+    restart_counts_json: Mapped[dict[str, Any]] = mapped_column()  # restarts per reason, {"oom": 2}
+    created_at: Mapped[datetime] = mapped_column()  # when the job was planned (UTC)
+
+
+class AttemptRow(Base):
+    """One submission of a job to the executor (one Slurm job id)."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (UniqueConstraint("job_id", "attempt_no"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # surrogate key
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))  # owner
+    attempt_no: Mapped[int] = mapped_column()  # 1 for the first submission, then 2, 3...
+    submit_tag: Mapped[str] = mapped_column(String(200), unique=True)  # sbatch --comment; finds the job
+    intent: Mapped[str] = mapped_column(String(16))  # Intent: intended -> submitted -> confirmed | abandoned
+    executor_job_id: Mapped[str | None] = mapped_column(String(64))  # Slurm job id; NULL before sbatch
+    nodes_json: Mapped[list[Any]] = mapped_column()  # expanded host names it ran on
+    intended_at: Mapped[datetime] = mapped_column()  # when the intent was recorded, before sbatch
+    submitted_at: Mapped[datetime | None] = mapped_column()  # when sbatch returned the id
+    started_at: Mapped[datetime | None] = mapped_column()  # when Slurm says it started
+    ended_at: Mapped[datetime | None] = mapped_column()  # when it ended; NULL while live
+    state: Mapped[str] = mapped_column(String(32))  # last observed JobState
+    exit_code: Mapped[int | None] = mapped_column()  # process exit status once ended
+    log_path: Mapped[str | None] = mapped_column(Text)  # the attempt's stdout/stderr log
+    last_iteration: Mapped[int | None] = mapped_column()  # newest training iteration seen in its log (v2)
+
+
+class SignalRow(Base):
+    """One classified log line of an attempt."""
+
+    __tablename__ = "signals"
+    __table_args__ = (Index("ix_signals_attempt_id", "attempt_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # surrogate key
+    attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))  # whose log line
+    pattern: Mapped[str] = mapped_column(String(200))  # name of the signal pattern that matched
+    error_type: Mapped[str] = mapped_column(String(64))  # error class it indicates: "oom", "nccl_timeout"
+    subsystem: Mapped[str] = mapped_column(String(64))  # where it came from ("cuda", "nccl", "slurm")
+    role: Mapped[str] = mapped_column(String(32))  # cause | cascade | teardown: how much it may explain
+    line_no: Mapped[int] = mapped_column()  # 1-based line number in the log
+    line: Mapped[str] = mapped_column(Text)  # the matched line
+    evidence_json: Mapped[list[Any]] = mapped_column()  # surrounding lines kept as evidence
+    observed_at: Mapped[datetime] = mapped_column()  # when the monitor read the line (UTC)
+
+
+class DecisionRow(Base):
+    """One decision of the restart policy, with the numbers it was based on."""
+
+    __tablename__ = "decisions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # surrogate key
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)  # owner
+    attempt_id: Mapped[int | None] = mapped_column(ForeignKey("attempts.id", ondelete="SET NULL"))  # judged
+    action: Mapped[str] = mapped_column(String(32))  # what was decided: restart, stop, wait...
+    reason: Mapped[str] = mapped_column(Text)  # one line a user can read, with numbers
+    budget_before: Mapped[int | None] = mapped_column()  # restarts left before this decision
+    budget_after: Mapped[int | None] = mapped_column()  # restarts left after it
+    evidence_json: Mapped[Any] = mapped_column(JSON)  # signals/lines/state the decision rests on
+    decided_at: Mapped[datetime] = mapped_column()  # when it was decided (UTC)
+
+
+class LogOffsetRow(Base):
+    """How far the log tailer has consumed a file (added in v2)."""
+
+    __tablename__ = "log_offsets"
+
+    path: Mapped[str] = mapped_column(Text, primary_key=True)  # absolute log path
+    inode: Mapped[int] = mapped_column()  # inode the offset belongs to; another inode = a new file
+    offset: Mapped[int] = mapped_column()  # bytes consumed: the end of the last complete line handled
+    updated_at: Mapped[datetime] = mapped_column()  # when the offset was last saved (UTC)
+
+
+def _v1_to_v2(conn: Connection) -> None:
+    """v2: attempts remember training progress; the log tailer persists its offsets."""
+    conn.exec_driver_sql("ALTER TABLE attempts ADD COLUMN last_iteration INTEGER")
+    conn.exec_driver_sql(
+        "CREATE TABLE log_offsets ("
+        " path TEXT NOT NULL,"
+        " inode INTEGER NOT NULL,"
+        ' "offset" INTEGER NOT NULL,'
+        " updated_at VARCHAR(32) NOT NULL,"
+        " PRIMARY KEY (path))"
+    )
+
+
+# MIGRATIONS[i] upgrades a database from version i + 1 to version i + 2.
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2,)
+SCHEMA_VERSION = 1 + len(MIGRATIONS)
