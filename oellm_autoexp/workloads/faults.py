@@ -1,0 +1,122 @@
+"""Fault injection for the training workload: each fault produces the REAL failure.
+
+No fault prints an imitation of an error message. What each one does on the faulty rank,
+at the start of iteration `--fault-at-step` (before the forward pass):
+
+- oom:   CUDA: one allocation of twice the card's memory -> torch.OutOfMemoryError.
+         CPU: RLIMIT_AS capped at the current size, then a 64 GiB tensor -> the allocator's
+         own "can't allocate memory" RuntimeError.
+- hang:  the rank stops taking part (sleeps for good). The other ranks block in the next
+         collective until the process-group timeout (--pg-timeout-s) fires: gloo raises its
+         timeout error, NCCL's watchdog aborts the process. SIGTERM is reset to its default
+         so the launcher's teardown ends the sleeper at once.
+- crash: an ordinary Python exception (RuntimeError), traceback and exit 1.
+- kill:  os.kill(own pid, SIGKILL): the process dies with -9, no output of its own.
+- segv:  a NULL read through ctypes: a genuine SIGSEGV (faulthandler prints the stack).
+- nan:   the output layer's bias is filled with NaN, so the forward pass yields a NaN loss;
+         the training loop detects it like Megatron and aborts (exit 1).
+
+Before acting, the faulty rank prints one `[fault-injection]` line naming the fault, so a
+human reading the log knows it was injected; classifiers must not rely on that line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import os
+import resource
+import signal
+import sys
+import time
+
+import torch
+
+from oellm_autoexp.workloads.defaults import (
+    FAULT_OOM_CPU_BYTES,
+    FAULT_OOM_CPU_MARGIN_BYTES,
+    FAULT_OOM_GPU_FACTOR,
+)
+
+
+class Fault(enum.StrEnum):
+    """A failure the training workload can be told to produce."""
+
+    NONE = "none"  # no fault
+    OOM = "oom"  # device (CUDA) or host (CPU) allocation failure
+    HANG = "hang"  # one rank stops; the others hit the collective timeout
+    CRASH = "crash"  # uncaught Python exception
+    KILL = "kill"  # SIGKILL of the process itself
+    SEGV = "segv"  # SIGSEGV from a NULL dereference
+    NAN = "nan"  # NaN loss from a poisoned weight
+
+
+def is_due(fault: Fault, fault_at_step: int, fault_rank: int, iteration: int, rank: int) -> bool:
+    """True when `fault` fires on this rank at this iteration (`fault_rank` -1: every rank)."""
+    if fault is Fault.NONE or iteration != fault_at_step:
+        return False
+    return fault_rank in (-1, rank)
+
+
+def inject(fault: Fault, iteration: int, rank: int, device: torch.device, model: torch.nn.Module) -> None:
+    """Produce `fault` now. Returns only for NAN (the loop then meets the NaN loss)."""
+    announce(fault, iteration, rank)
+    actions = {
+        Fault.OOM: lambda: _oom(device),
+        Fault.HANG: _hang,
+        Fault.CRASH: lambda: _crash(iteration, rank),
+        Fault.KILL: lambda: os.kill(os.getpid(), signal.SIGKILL),
+        Fault.SEGV: _segv,
+        Fault.NAN: lambda: _poison(model),
+    }
+    actions[fault]()
+
+
+def announce(fault: Fault, iteration: int, rank: int) -> None:
+    print(f"[fault-injection] rank {rank}: {fault.value} at iteration {iteration}", flush=True)
+    sys.stderr.flush()
+
+
+def _oom(device: torch.device) -> None:
+    if device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+        blob = torch.empty(total * FAULT_OOM_GPU_FACTOR, dtype=torch.uint8, device=device)
+    else:
+        _cap_address_space(FAULT_OOM_CPU_MARGIN_BYTES)
+        blob = torch.empty(FAULT_OOM_CPU_BYTES, dtype=torch.uint8)
+    blob.fill_(1)  # only reached if the allocation somehow succeeded: touch every page
+
+
+def _cap_address_space(margin_bytes: int) -> None:
+    """Limit this process's virtual memory to what it uses now plus `margin_bytes`."""
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[0])
+    current = pages * os.sysconf("SC_PAGE_SIZE")
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = current + margin_bytes
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _hang() -> None:
+    # A hung rank ignores the launcher's polite SIGTERM handler of train.py; the default
+    # action lets torchrun's teardown end it instead of waiting 30 s to SIGKILL it.
+    # SIGUSR1 keeps train.py's handler: it only sets a flag, and the sleeper never looks.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    while True:
+        time.sleep(3600)
+
+
+def _crash(iteration: int, rank: int) -> None:
+    raise RuntimeError(f"injected crash at iteration {iteration} on rank {rank}")
+
+
+def _segv() -> None:
+    sys.stdout.flush()
+    ctypes.string_at(0)
+
+
+def _poison(model: torch.nn.Module) -> None:
+    with torch.no_grad():
+        model.head.bias.fill_(float("nan"))
