@@ -213,6 +213,14 @@ write_configs() {
         done
     done
     echo "export SLURM_CONF=$CONF" >"$D/env.sh"
+    # The settings this cluster was brought up with: `set -a; . settings.env` before `up` is a no-op.
+    {
+        local v
+        for v in NODES CPUS MEM_MB GPUS ACCOUNTING PORT_BASE CLUSTER PARTITION EXTRA_CONF; do
+            printf 'SLURM_LOCAL_%s=%q\n' "$v" "${!v}"
+        done
+        printf 'SLURM_LOCAL_DIR=%q\n' "$D"
+    } >"$D/settings.env"
 }
 
 link_etc() {
@@ -370,7 +378,11 @@ start_mariadbd() {
     echo "$fp" >"$RUN/mariadbd.fp"
 }
 
-slurm_fp() { cat "$CONF" "$ETC/gres.conf" "$ETC/slurmdbd.conf" 2>/dev/null | cksum; }
+slurm_fp() {
+    local files=("$CONF" "$ETC/gres.conf")
+    if ((ACCOUNTING)); then files+=("$ETC/slurmdbd.conf"); fi
+    cat "${files[@]}" | cksum
+}
 
 # Stops every slurm daemon whose config is stale or whose node is gone; a config change restarts them all.
 stop_stale_slurm() {
@@ -520,8 +532,12 @@ cmd_down() {
 }
 
 cmd_status() {
-    local ok=0 n f
-    printf '%-14s %s\n' daemon pid >&2
+    local ok=0 n
+    if [[ -r $D/settings.env ]]; then # report on the cluster as it was brought up
+        NODES=$(. "$D/settings.env" && echo "$SLURM_LOCAL_NODES")
+        ACCOUNTING=$(. "$D/settings.env" && echo "$SLURM_LOCAL_ACCOUNTING")
+    fi
+    printf '%-14s %s\n' daemon pid
     check() { # label pidfile comm
         local pid
         if pid=$(live_pid "$2" "$3"); then printf '%-14s %s\n' "$1" "$pid"; else
