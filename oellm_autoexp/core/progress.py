@@ -126,7 +126,8 @@ def advance(state: ProgressState, event: ProgressEvent, now: float) -> ProgressS
             return _on_iteration(seen, iteration, now)
         case CheckpointStart():
             since = now if state.checkpoint_since_s is None else state.checkpoint_since_s
-            return replace(seen, checkpoint_since_s=since)
+            # The interval running now contains the save's start: not a normal one.
+            return replace(seen, checkpoint_since_s=since, clean_interval=False)
         case CheckpointDone():
             return _on_checkpoint_done(seen, now)
         case _:
