@@ -8,8 +8,9 @@ folds them into one `OutcomeKind`, first rule that applies wins:
 1. `user_cancelled`                        -> user_cancelled (stop for good)
 2. state UNKNOWN                           -> unknown (never a restart)
 3. state COMPLETED                         -> success (log lines never turn exit 0 into a failure)
-4. still queued/running, not `still_running` -> alive (nothing to decide yet; PREEMPTED
-   counts as queued while `in_queue`, REQUEUED always does)
+4. still queued/running (`is_alive(state)` or `in_queue`), not `still_running` -> alive
+   (nothing to decide yet; this is how a PREEMPTED or requeued job that Slurm will run
+   again under its id is kept from being resubmitted next to itself)
 5. a hang verdict, or error_type hang/stall -> hang
 6. error_type refines the state (the log knows more than Slurm):
    oom -> oom; time_limit -> timeout; node_failure, gpu_hardware -> node_fail;
@@ -87,8 +88,7 @@ def outcome_kind(
         return OutcomeKind.UNKNOWN
     if state is JobState.COMPLETED:
         return OutcomeKind.SUCCESS
-    queued = is_alive(state) or (state is JobState.PREEMPTED and in_queue)
-    if queued and not still_running:
+    if (is_alive(state) or in_queue) and not still_running:
         return OutcomeKind.ALIVE
     if hang or error_type in HANG_ERROR_TYPES:
         return OutcomeKind.HANG
@@ -109,7 +109,7 @@ class Outcome:
     node: str | None = None  # host named by a hardware/NCCL signal; may be excluded on resubmit
     user_cancelled: bool = False  # `autoexp cancel` ended it: never restarted
     still_running: bool = False  # the job is still RUNNING; the monitor asks whether to act now
-    in_queue: bool = False  # squeue still lists it, so a PREEMPTED job will run again under its id
+    in_queue: bool = False  # Slurm will run it again under its id (preempted/requeued, still queued)
     hang: HangKind | None = None  # the progress tracker's verdict, when it judged the job hung
 
     @property

@@ -159,6 +159,14 @@ def test_error_type_budget_counts_only_its_type() -> None:
     assert [d.action for d in run_sequence(policy, outcomes)] == [A.RESTART] * 3
 
 
+def test_megatron_transient_gives_a_cuda_error_one_retry() -> None:
+    """A CUDA error may be node trouble (no device, launch failure) or a kernel bug that
+    repeats: megatron_transient tries once more, then stops saying why."""
+    decisions = run_sequence(shipped("megatron_transient"), [Outcome(S.FAILED, "cuda_error")] * 3)
+    assert [d.action for d in decisions] == [A.RESTART, A.STOP]
+    assert decisions[-1].reason == "retry budget exhausted for error_type=cuda_error (attempt 2/1)"
+
+
 def test_megatron_transient_allows_two_hang_restarts() -> None:
     """megatron_transient keeps the seed's "max 2 stall restarts" as a per-error-type budget."""
     decisions = run_sequence(shipped("megatron_transient"), [Outcome(S.FAILED, "hang")] * 3)

@@ -52,13 +52,20 @@ def test_user_cancel_wins_over_everything(state: JobState) -> None:
 
 
 @pytest.mark.parametrize(
-    ("in_queue", "kind"),
-    [(True, K.ALIVE), (False, K.PREEMPTED)],
+    ("outcome", "kind"),
+    [
+        (Outcome(S.PREEMPTED, in_queue=True), K.ALIVE),
+        (Outcome(S.PREEMPTED), K.PREEMPTED),
+        (Outcome(S.CANCELLED, "requeue", in_queue=True), K.ALIVE),
+        (Outcome(S.CANCELLED, "requeue"), K.CANCELLED),
+    ],
 )
-def test_preempted_is_terminal_only_once_off_the_queue(in_queue: bool, kind: OutcomeKind) -> None:
-    """A PREEMPTED job that squeue still lists will run again under its id; only one that is
-    gone is a preemption to act on."""
-    assert Outcome(S.PREEMPTED, in_queue=in_queue).kind is kind
+def test_requeued_or_preempted_is_terminal_only_once_off_the_queue(
+    outcome: Outcome, kind: OutcomeKind
+) -> None:
+    """A job Slurm will run again under its id (preempted, or cancelled DUE TO JOB REQUEUE and
+    still queued) is alive: resubmitting it would train twice on one checkpoint directory."""
+    assert outcome.kind is kind
 
 
 @pytest.mark.parametrize(
