@@ -5,9 +5,9 @@ every reason it can return. The order of questions, each answered by a reason:
 
 1. Fixed answers no policy can change: alive -> none; UNKNOWN -> none;
    `autoexp cancel` -> stop; COMPLETED -> stop.
-2. The first rule whose `match` fits; none fits -> stop.
-3. A job that is still running is only acted on for a hang verdict or an error
-   type in the rule's `early_cancel_on`; otherwise -> none (wait for it to end).
+2. A job that is still running is only acted on for a hang verdict or an error
+   type in its rule's `early_cancel_on`; otherwise -> none (wait for it to end).
+3. The first rule whose `match` fits; none fits -> stop.
 4. An excluded error type -> stop ("Permanent failure detected ...").
 5. A stop/notify rule -> that action.
 6. Budgets, most specific first: per-error-type, the rule's `max_retries`, the
@@ -184,15 +184,13 @@ def decide(policy: RestartPolicy, outcome: Outcome, history: RestartHistory, now
     if fixed is not None:
         return fixed
     rule = policy.rule_for(outcome)
+    if outcome.still_running and not _acts_early(rule, outcome):
+        where = f"early_cancel_on of rule {rule.name}" if rule else "any rule (none matches)"
+        reason = f"job still running; waiting for it to end (error_type={outcome.cause} is not in {where})"
+        return Decision(DecisionAction.NONE, reason, rule=rule.name if rule else None)
     if rule is None:
         reason = f"no restart rule matches (kind={outcome.kind.value}, error_type={outcome.error_type})"
         return Decision(DecisionAction.STOP, reason, cancel_first=outcome.still_running)
-    if outcome.still_running and not _acts_early(rule, outcome):
-        reason = (
-            f"job still running; waiting for it to end "
-            f"(error_type={outcome.cause} is not in early_cancel_on of rule {rule.name})"
-        )
-        return Decision(DecisionAction.NONE, reason, rule=rule.name)
     return _apply_rule(rule, outcome, history, now)
 
 
@@ -210,10 +208,13 @@ def _fixed_decision(outcome: Outcome) -> Decision | None:
     return None
 
 
-def _acts_early(rule: RestartRule, outcome: Outcome) -> bool:
+def _acts_early(rule: RestartRule | None, outcome: Outcome) -> bool:
     # A hung job never ends by itself; a fatal signal (e.g. the NCCL watchdog) means the
-    # process dies ~60 s later anyway, so acting now only saves GPU time.
-    return outcome.kind is OutcomeKind.HANG or outcome.error_type in rule.early_cancel_on
+    # process dies ~60 s later anyway, so acting now only saves GPU time. Any other sign
+    # in a running job waits for its end: a signal alone never cancels a job.
+    if outcome.kind is OutcomeKind.HANG:
+        return True
+    return rule is not None and outcome.error_type in rule.early_cancel_on
 
 
 def _apply_rule(rule: RestartRule, outcome: Outcome, history: RestartHistory, now: float) -> Decision:

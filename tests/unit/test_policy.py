@@ -106,6 +106,21 @@ def test_megatron_transient_first_failure(outcome: Outcome, action: DecisionActi
     assert (decision.action, decision.reason) == (action, reason)
 
 
+@pytest.mark.parametrize(
+    ("outcome", "action"),
+    [
+        (Outcome(S.RUNNING, "nccl", still_running=True), A.NONE),
+        (Outcome(S.RUNNING, "hang", still_running=True, hang=HangKind.NO_OUTPUT), A.STOP),
+    ],
+)
+def test_running_job_without_a_rule(outcome: Outcome, action: DecisionAction) -> None:
+    """With no fitting rule, a signal alone never cancels a running job; a hung one is cancelled
+    and stopped, since it would hold its GPUs until walltime."""
+    decision = decide(load_policy({"rules": []}), outcome, RestartHistory(), now=0.0)
+    assert (decision.action, decision.cancel_first) == (action, action is A.STOP)
+    assert decision.reason
+
+
 def test_hang_verdict_in_running_job_cancels_and_restarts() -> None:
     """A hung job never ends by itself: the tracker's verdict on a RUNNING job restarts it,
     cancelling the running attempt first."""
