@@ -133,7 +133,7 @@ class NewSignal:
     """A classified log line to record (what core/classify.py produces, flattened)."""
 
     pattern: str
-    error_type: str
+    error_type: str | None
     subsystem: str
     role: str
     line_no: int
@@ -147,7 +147,7 @@ class SignalInfo:
     id: int
     attempt_id: int
     pattern: str
-    error_type: str
+    error_type: str | None
     subsystem: str
     role: str
     line_no: int

@@ -118,9 +118,9 @@ class SignalRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)  # surrogate key
     attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))  # whose log line
     pattern: Mapped[str] = mapped_column(String(200))  # name of the signal pattern that matched
-    error_type: Mapped[str] = mapped_column(String(64))  # error class it indicates: "oom", "nccl_timeout"
+    error_type: Mapped[str | None] = mapped_column(String(64))  # error class ("oom"); NULL for info
     subsystem: Mapped[str] = mapped_column(String(64))  # where it came from ("cuda", "nccl", "slurm")
-    role: Mapped[str] = mapped_column(String(32))  # cause | cascade | teardown: how much it may explain
+    role: Mapped[str] = mapped_column(String(32))  # root | cascade | progress | info (core/signals.py Role)
     line_no: Mapped[int] = mapped_column()  # 1-based line number in the log
     line: Mapped[str] = mapped_column(Text)  # the matched line
     evidence_json: Mapped[list[Any]] = mapped_column()  # surrounding lines kept as evidence
