@@ -1,0 +1,62 @@
+"""Write a JobPlan's script to disk and submit it: what `submit`, `run` and a restart share.
+
+The monitor resubmits a job with `submit_plan(executor, plan, extra_args=[...])`
+(e.g. `--dependency=afterany:<id>` or `--exclude=<node>`); the script on disk
+is rewritten from the plan each time, so a re-planned job never runs a stale one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from oellm_autoexp.adapters.executor import Executor
+from oellm_autoexp.adapters.local_executor import LocalExecutor
+from oellm_autoexp.adapters.slurm_executor import SlurmExecutor
+from oellm_autoexp.core.plan import JobPlan, log_path_for
+
+STATE_DIR_ENV = "AUTOEXP_STATE_DIR"
+DEFAULT_STATE_DIR = ".oellm_state"
+SUBMISSIONS_FILE = "submissions.jsonl"  # in each job's output dir: one line per submission
+
+
+def state_dir(explicit: str | None = None) -> Path:
+    return Path(explicit or os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
+
+
+def make_executor(name: str, state: Path) -> Executor:
+    """The executor a plan names: "slurm" or "local" (whose job state lives under `state`)."""
+    if name == "local":
+        return LocalExecutor(state)
+    return SlurmExecutor()
+
+
+def write_script(plan: JobPlan) -> Path:
+    path = Path(plan.script_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Path(plan.log_path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(plan.script, encoding="utf-8")
+    os.replace(tmp, path)  # a job never starts from a half-written script
+    return path
+
+
+def submit_plan(executor: Executor, plan: JobPlan, extra_args: Sequence[str] = ()) -> str:
+    """Write the script, submit it with the plan's and the extra sbatch args, record it; the job id."""
+    script = write_script(plan)
+    job_id = executor.submit(script, extra_args=[*plan.sbatch_args, *extra_args])
+    record = {
+        "job_id": job_id,
+        "job_key": plan.job_key,
+        "name": plan.name,
+        "executor": executor.name,
+        "log": log_path_for(plan, job_id),
+        "submitted": time.time(),
+        "extra_args": list(extra_args),
+    }
+    with (Path(plan.output_dir) / SUBMISSIONS_FILE).open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+    return job_id

@@ -1,0 +1,33 @@
+"""Arguments and loading shared by `config show`, `plan`, `submit` and `run`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from oellm_autoexp.config.experiment import load_jobs
+from oellm_autoexp.core.plan import JobPlan, build_plans
+
+
+def add_config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="experiment YAML (a path, or a name under experiments/)")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="dotted overrides (backend.megatron.micro_batch_size=16); +key=value adds a key; "
+        "group=option swaps a defaults entry (slurm=local)",
+    )
+    parser.add_argument(
+        "--config-dir",
+        action="append",
+        default=[],
+        help="a directory of config groups searched before $AUTOEXP_CONFIG_DIR and the shipped config/ "
+        "(repeatable; the first match wins)",
+    )
+
+
+def load_plans(args: argparse.Namespace) -> list[JobPlan]:
+    """Every job of the experiment, planned; relative output dirs are taken from the cwd."""
+    jobs = load_jobs(args.config, args.overrides, args.config_dir)
+    return build_plans(jobs, os.getcwd())

@@ -1,0 +1,262 @@
+"""Compose an experiment from YAML: defaults lists, groups, command-line overrides.
+
+Config search path, first match wins:
+  1. every `--config-dir` given on the command line, in order;
+  2. every directory in $AUTOEXP_CONFIG_DIR (os.pathsep-separated);
+  3. the shipped `config/` directory (`shipped_config_dir()`).
+
+A defaults entry `backend/megatron: llama1_8b_qkln` reads
+`<dir>/backend/megatron/llama1_8b_qkln.yaml` from the first directory that has
+it and merges its content under the key path `backend.megatron`. Entries apply
+in order, then the experiment file itself, then the command-line overrides
+(`a.b=1`; `+a.b=1` adds a key that does not exist yet; `slurm=local` on a
+group named in the defaults list swaps that entry).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oellm_autoexp.config.keys import check_path_exists, close_matches, dotted
+from oellm_autoexp.config.provenance import Provenance
+from oellm_autoexp.errors import UserError
+
+KeyPath = tuple[str, ...]
+CONFIG_DIR_ENV = "AUTOEXP_CONFIG_DIR"
+SHIPPED_CONFIG_ENV = "AUTOEXP_SHIPPED_CONFIG"
+COMMAND_LINE = "command line"
+# Groups whose content lands under another key: `- sweeps: lr_grid` fills `sweep`.
+GROUP_TARGETS: dict[str, KeyPath] = {"sweeps": ("sweep",)}
+
+
+@dataclass
+class Composed:
+    """The merged (not yet interpolated or validated) config and where each key came from."""
+
+    data: dict[str, Any]
+    provenance: Provenance
+    source: str  # the experiment file
+
+
+@dataclass(frozen=True)
+class Override:
+    path: KeyPath
+    value: Any
+    add: bool  # `+key=value`: the key may be new
+    text: str
+
+
+def shipped_config_dir() -> Path:
+    """The `config/` directory shipped with the package.
+
+    The repository keeps it at the top level next to the package, which is
+    where a checkout or an editable install finds it; $AUTOEXP_SHIPPED_CONFIG
+    points elsewhere (e.g. for a wheel install that copied it).
+    """
+    explicit = os.environ.get(SHIPPED_CONFIG_ENV)
+    if explicit:
+        return Path(explicit)
+    return Path(__file__).resolve().parents[2] / "config"
+
+
+def search_path(
+    config_dirs: Sequence[str | Path] = (), environ: Mapping[str, str] | None = None
+) -> list[Path]:
+    env = os.environ if environ is None else environ
+    from_env = [p for p in env.get(CONFIG_DIR_ENV, "").split(os.pathsep) if p]
+    return [Path(p) for p in [*config_dirs, *from_env]] + [shipped_config_dir()]
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A YAML mapping from `path`; UserError with file and line for anything else."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read config file: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise UserError(f"{path}{where}: invalid YAML: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping of keys at the top level, got {type(data).__name__}")
+    return data
+
+
+def find_experiment(config: str | Path, dirs: Sequence[Path]) -> Path:
+    path = Path(config)
+    if path.is_file():
+        return path
+    for base in dirs:
+        for candidate in (base / "experiments" / f"{config}.yaml", base / "experiments" / str(config)):
+            if candidate.is_file():
+                return candidate
+    raise UserError(f"{config}: config file not found (nor as experiments/{config}.yaml in the search path)")
+
+
+def compose(config: str | Path, overrides: Sequence[str] = (), dirs: Sequence[Path] = ()) -> Composed:
+    """Experiment file + its defaults + overrides -> Composed. Raises UserError."""
+    dirs = list(dirs) or search_path()
+    exp_path = find_experiment(config, dirs)
+    source = str(exp_path)
+    own = read_yaml(exp_path)
+    parsed = [parse_override(text) for text in overrides]
+    entries, parsed = _swap_group_entries(own.pop("defaults", []), parsed, source, dirs)
+    out: dict[str, Any] = {}
+    prov = Provenance(default=source)
+    _apply_defaults(entries, source, dirs, out, prov, [source])
+    merge(out, own, (), prov, source)
+    for override in parsed:
+        apply_override(out, override, prov, COMMAND_LINE)
+    return Composed(out, prov, source)
+
+
+def parse_override(text: str) -> Override:
+    key, sep, raw = text.partition("=")
+    add = key.startswith("+")
+    key = key.lstrip("+").strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise UserError(f"{COMMAND_LINE}: override {text!r} must look like key.path=value")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else raw
+    except yaml.YAMLError:
+        value = raw  # not YAML: take it as the literal string
+    return Override(tuple(key.split(".")), value, add, text)
+
+
+def apply_override(data: dict[str, Any], override: Override, prov: Provenance, source: str) -> None:
+    if not override.add:
+        check_path_exists(data, override.path, f"{source}: override {override.text!r}")
+    node = data
+    for key in override.path[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    node[override.path[-1]] = copy.deepcopy(override.value)
+    prov.record(override.path, source)
+
+
+def merge(
+    dst: dict[str, Any], src: Mapping[str, Any], prefix: KeyPath, prov: Provenance, source: str
+) -> None:
+    """Deep-merge `src` into `dst`: mappings merge key by key, everything else replaces."""
+    for key, value in src.items():
+        here = (*prefix, str(key))
+        if isinstance(value, Mapping) and isinstance(dst.get(key), dict):
+            merge(dst[key], value, here, prov, source)
+            continue
+        dst[key] = copy.deepcopy(value)
+        prov.record(here, source)
+
+
+def _swap_group_entries(
+    entries: Any, overrides: list[Override], source: str, dirs: Sequence[Path]
+) -> tuple[list[Any], list[Override]]:
+    """`slurm=local` on the command line replaces the defaults entry for group `slurm`."""
+    entries = _check_entries(entries, source)
+    groups = {_entry_group(e, source)[0]: i for i, e in enumerate(entries)}
+    rest = []
+    for override in overrides:
+        group = "/".join(override.path)
+        if group in groups and isinstance(override.value, str) and _group_exists(group, dirs):
+            entries[groups[group]] = {group: override.value}
+        else:
+            rest.append(override)
+    return entries, rest
+
+
+def _check_entries(entries: Any, source: str) -> list[Any]:
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise UserError(f"{source}: defaults must be a list like '- slurm: juwels'")
+    return list(entries)
+
+
+def _entry_group(entry: Any, source: str) -> tuple[str, Any]:
+    if isinstance(entry, dict) and len(entry) == 1:
+        group, option = next(iter(entry.items()))
+        return str(group), option
+    raise UserError(f"{source}: defaults entry {entry!r} must be one 'group: option' pair")
+
+
+def _group_exists(group: str, dirs: Sequence[Path]) -> bool:
+    return any((d / group).is_dir() for d in dirs)
+
+
+def _apply_defaults(
+    entries: Any, source: str, dirs: Sequence[Path], out: dict[str, Any], prov: Provenance, stack: list[str]
+) -> None:
+    for entry in _check_entries(entries, source):
+        group, option = _entry_group(entry, source)
+        if option is None:
+            continue  # `- backend/megatron: null` leaves the group out
+        path = _find_group_file(group, str(option), dirs, source)
+        if str(path) in stack:
+            raise UserError(f"{path}: defaults cycle: {' -> '.join([*stack, str(path)])}")
+        content = read_yaml(path)
+        nested = content.pop("defaults", [])
+        _apply_defaults(nested, str(path), dirs, out, prov, [*stack, str(path)])
+        target = GROUP_TARGETS.get(group) or tuple(part for part in group.split("/") if part)
+        _merge_at(out, target, content, prov, str(path))
+
+
+def _merge_at(
+    out: dict[str, Any], target: KeyPath, content: dict[str, Any], prov: Provenance, source: str
+) -> None:
+    node = out
+    for key in target:
+        if not isinstance(node.get(key), dict):
+            node[key] = {}
+        node = node[key]
+    merge(node, content, target, prov, source)
+
+
+def _find_group_file(group: str, option: str, dirs: Sequence[Path], source: str) -> Path:
+    for base in dirs:
+        candidate = base / group / f"{option}.yaml"
+        if candidate.is_file():
+            return candidate
+    known_groups = sorted({_rel(p, d) for d in dirs if d.is_dir() for p in d.rglob("*") if p.is_dir()})
+    where = ", ".join(str(d) for d in dirs)
+    if group not in known_groups:
+        raise UserError(
+            f"{source}: defaults: no config group {group!r}{close_matches(group, known_groups)} "
+            f"(searched {where})"
+        )
+    options = sorted({p.stem for d in dirs for p in (d / group).glob("*.yaml")})
+    raise UserError(
+        f"{source}: defaults: {group}: no option {option!r}{close_matches(option, options)}; "
+        f"available: {', '.join(options) or 'none'} (searched {where})"
+    )
+
+
+def _rel(path: Path, base: Path) -> str:
+    return path.relative_to(base).as_posix()
+
+
+__all__ = [
+    "COMMAND_LINE",
+    "Composed",
+    "Override",
+    "apply_override",
+    "compose",
+    "dotted",
+    "merge",
+    "parse_override",
+    "read_yaml",
+    "search_path",
+    "shipped_config_dir",
+]

@@ -1,0 +1,194 @@
+"""Typed experiment configuration (pydantic 2). Unknown keys are rejected.
+
+The composed YAML (see config/loader.py) validates into `RootConfig`. The
+`monitoring` and `restart` sections belong to the monitor and restart-policy
+code, which validate them with their own models; here they are kept as free
+mappings so that their YAML always passes through untouched.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# sbatch reads `#SBATCH` lines itself; a newline in a value would start a new
+# line of the script, which bash would run. Control characters are refused.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DIRECTIVE = re.compile(r"^[a-z][a-z0-9-]*$")
+
+SbatchValue = str | int | float | bool | None
+EnvValue = str | int | float | bool
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _no_control(value: str, what: str) -> str:
+    if _CONTROL.search(value):
+        raise ValueError(f"{what} must not contain newlines or control characters")
+    return value
+
+
+class ExperimentConfig(StrictModel):
+    name: str = Field(min_length=1, description="experiment name; sweep points append their key")
+    output_dir: str = Field(description="base output dir; each sweep point gets a sub-directory")
+    description: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_one_line(cls, value: str) -> str:
+        return _no_control(value, "experiment.name")
+
+
+class SignalConfig(StrictModel):
+    """`--signal=B:<name>@<seconds_before>`: warn the batch shell before the time limit."""
+
+    enabled: bool = False
+    name: str = Field(default="USR1", pattern=r"^[A-Z0-9]+$")
+    seconds_before: int = Field(default=300, ge=1)
+
+
+class SlurmConfig(StrictModel):
+    nodes: int = Field(default=1, ge=1)
+    gpus_per_node: int = Field(default=0, ge=0, description="also sets --gres=gpu:N unless given")
+    mig: bool = Field(default=False, description="GPUs are MIG slices: one CPU per task by default")
+    cpus_per_task: int | None = Field(default=None, ge=1, description="default: 1 for MIG, else 4/GPU, <=32")
+    sbatch: dict[str, SbatchValue] = Field(
+        default_factory=dict,
+        description="any sbatch directive: key without dashes; true = flag, null/false = omitted",
+    )
+    srun: list[str] = Field(default_factory=list, description="extra srun options")
+    env: dict[str, EnvValue] = Field(default_factory=dict, description="exported in the script")
+    setup: list[list[str]] = Field(
+        default_factory=list, description="argv commands run before launch, e.g. [module, load, X]"
+    )
+    scratch_dir: str | None = Field(default=None, description="caches go here (default: <output_dir>/.cache)")
+    caches: bool = Field(default=True, description="point HF_HOME, TORCH_HOME... under scratch_dir")
+    signal: SignalConfig = Field(default_factory=SignalConfig)
+    master_port: int | None = Field(default=None, ge=1024, le=65535, description="default: from job id")
+    launcher: Literal["srun", "none"] = Field(
+        default="srun", description="under Slurm, start one task per node with srun"
+    )
+    log_name: str = Field(default="slurm-%j.out", description="file name under <output_dir>/logs")
+
+    @field_validator("sbatch")
+    @classmethod
+    def _directives_are_safe(cls, value: dict[str, SbatchValue]) -> dict[str, SbatchValue]:
+        for key, item in value.items():
+            if not _DIRECTIVE.match(key):
+                raise ValueError(f"sbatch directive {key!r} must look like 'job-name' (no leading dashes)")
+            if isinstance(item, str):
+                _no_control(item, f"slurm.sbatch.{key}")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names_are_valid(cls, value: dict[str, EnvValue]) -> dict[str, EnvValue]:
+        for key in value:
+            if not _ENV_NAME.match(key):
+                raise ValueError(f"environment variable name {key!r} is not valid")
+        return value
+
+    @field_validator("log_name")
+    @classmethod
+    def _log_name_is_plain(cls, value: str) -> str:
+        if "/" in value:
+            raise ValueError("log_name is a file name, not a path")
+        return _no_control(value, "slurm.log_name")
+
+
+def _split_command(value: Any) -> Any:
+    # A string is split the way a shell would split it, but never run by one.
+    return shlex.split(value) if isinstance(value, str) else value
+
+
+class CommandBackend(StrictModel):
+    """Any command, as an argv list (a string is split with shlex.split)."""
+
+    kind: Literal["command"]
+    command: list[str] = Field(min_length=1)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return _split_command(value)
+
+
+class TorchrunBackend(StrictModel):
+    """torchrun <script> <args>: any torch DDP script."""
+
+    kind: Literal["torchrun"]
+    script: str
+    args: list[str] = Field(default_factory=list)
+    nproc_per_node: int | None = Field(default=None, ge=1, description="default: gpus_per_node, or 1")
+    torchrun: list[str] = Field(default_factory=lambda: ["torchrun"], min_length=1)
+    torchrun_args: list[str] = Field(default_factory=list)
+
+    @field_validator("args", "torchrun", "torchrun_args", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return _split_command(value)
+
+
+class MegatronTorchrunBackend(StrictModel):
+    """torchrun <megatron_path>/pretrain_gpt.py --key value ... --save/--load <checkpoint dir>."""
+
+    kind: Literal["megatron_torchrun"]
+    megatron_path: str = Field(description="a Megatron-LM checkout")
+    script: str = "pretrain_gpt.py"
+    nproc_per_node: int | None = Field(default=None, ge=1, description="default: gpus_per_node, or 1")
+    torchrun: list[str] = Field(default_factory=lambda: ["torchrun"], min_length=1)
+    torchrun_args: list[str] = Field(default_factory=list)
+    megatron: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Megatron arguments: micro_batch_size: 4 -> --micro-batch-size 4; true -> flag",
+    )
+    extra_args: list[str] = Field(default_factory=list)
+
+    @field_validator("torchrun", "torchrun_args", "extra_args", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return _split_command(value)
+
+    @field_validator("megatron")
+    @classmethod
+    def _save_load_are_ours(cls, value: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted({"save", "load"} & set(value))
+        if taken:
+            raise ValueError(
+                f"{', '.join(taken)} are set to the job's checkpoint dir so that every "
+                "resubmission resumes; use pretrained_checkpoint for a starting point"
+            )
+        return value
+
+
+BackendConfig = Annotated[
+    CommandBackend | TorchrunBackend | MegatronTorchrunBackend, Field(discriminator="kind")
+]
+
+
+class SweepConfig(StrictModel):
+    """grid: cartesian product of the value lists; list: explicit points. Both: their product."""
+
+    # `list` is the user-facing key; the attribute is `points` so it never shadows the builtin.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    grid: dict[str, list[Any]] = Field(default_factory=dict, description="dotted key -> values")
+    points: list[dict[str, Any]] = Field(
+        default_factory=list, alias="list", description="explicit points: dotted key -> value"
+    )
+
+
+class RootConfig(StrictModel):
+    experiment: ExperimentConfig
+    executor: Literal["slurm", "local"] = "slurm"
+    slurm: SlurmConfig = Field(default_factory=SlurmConfig)
+    backend: BackendConfig
+    monitoring: dict[str, Any] = Field(default_factory=dict, description="validated by the monitor")
+    restart: dict[str, Any] = Field(default_factory=dict, description="validated by the restart policy")
+    sweep: SweepConfig | None = None

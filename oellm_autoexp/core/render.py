@@ -1,0 +1,66 @@
+"""Render one sbatch script from a ScriptSpec. Pure: data in, text out.
+
+Every value from a config reaches the script through one of two filters:
+`q` (shlex.quote) for shell words, `sbq` for `#SBATCH` values, which sbatch
+parses itself (quotes group words, backslash escapes). So a job name or an
+argument holding spaces, quotes, `$(...)` or backticks arrives literally and
+is never evaluated. Newlines are refused earlier, by the config models.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import jinja2
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+@dataclass(frozen=True)
+class ScriptSpec:
+    job_name: str
+    job_key: str
+    directives: tuple[tuple[str, str | None], ...]  # (directive, value); None = bare flag
+    env: tuple[tuple[str, str], ...]  # exported in this order
+    make_dirs: tuple[str, ...]
+    setup: tuple[tuple[str, ...], ...]  # argv commands run before the launch
+    command: tuple[str, ...]  # one node's argv, with backends.base placeholders
+    nodes: int
+    use_srun: bool  # under Slurm, launch one task per node with srun
+    srun_options: tuple[str, ...]
+    master_port: int | None  # None: derived from the job id
+    forward_signals: tuple[str, ...]  # signals the batch shell passes on to the launch
+
+
+def sbatch_quote(value: str) -> str:
+    """Quote a value for an `#SBATCH` line the way sbatch's own parser reads it."""
+    if value and all(c.isalnum() or c in "-_.:,@%/=+[]" for c in value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _shell_quote(value: object) -> str:
+    return shlex.quote(str(value))
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["q"] = _shell_quote
+    env.filters["sbq"] = sbatch_quote
+    return env
+
+
+def render_sbatch(spec: ScriptSpec) -> str:
+    """The sbatch script for `spec`."""
+    return _environment().get_template("sbatch.sh.j2").render(spec=spec)
