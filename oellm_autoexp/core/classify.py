@@ -1,0 +1,299 @@
+"""Log lines -> signals -> the root cause. No I/O.
+
+The cause of a failed multi-rank job is usually one rank's own error (an OOM, a
+segfault, a SIGKILL); the other ranks then time out or lose their peer
+(cascades) and the launcher tears everything down (teardown). `root_cause`
+picks the cause so that cascades and teardown never win over a root:
+
+1. only `root` and `cascade` signals with an error type, never teardown;
+2. roots beat cascades; a cascade is the cause only when no root was seen;
+3. higher `priority` first;
+4. then the rank torchrun names as its first observed failure (`failed_rank`);
+5. then the earliest line.
+
+Speed: every pattern carries literal keywords (derived from its regex, or
+given); a line is matched against a pattern's regex only if it contains one of
+its keywords, and `classify_lines` first runs one combined keyword regex over
+the whole block so that most lines are never looked at in Python.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from oellm_autoexp.core.signals import PatternSet, Signal, SignalPattern, as_pattern_set
+
+MAX_LINE_CHARS = 4000  # a Signal keeps at most this much of its line
+MAX_KEPT_SIGNALS = 10_000  # a Classifier keeps the first N non-progress signals
+EVIDENCE_LINES = 8
+
+# `[rank3]: ...` (torchrun >= 2.2 prefixes worker output), `[default3]:` (torchrun
+# --tee with the default role), `3: ...` (srun --label).
+_RANK_PREFIX = re.compile(r"\s*(?:\[(?:rank|default)(\d+)\]:|(\d+): )")
+
+
+@dataclass(frozen=True)
+class _Index:
+    """A PatternSet prepared for matching; built once per PatternSet."""
+
+    patterns: tuple[SignalPattern, ...]
+    always: bool  # some pattern has no keyword: every line is a candidate
+    prefilter: re.Pattern[str] | None  # any keyword of any pattern
+
+
+def _index(patterns: PatternSet) -> _Index:
+    cached = patterns.cache.get("classify_index")
+    if isinstance(cached, _Index):
+        return cached
+    sensitive = {k for p in patterns.patterns if not p.ignore_case for k in p.prefilter_keywords}
+    insensitive = {k for p in patterns.patterns if p.ignore_case for k in p.prefilter_keywords}
+    parts = [re.escape(k) for k in sorted(sensitive, key=len, reverse=True)]
+    if insensitive:
+        parts.append(
+            "(?i:" + "|".join(re.escape(k) for k in sorted(insensitive, key=len, reverse=True)) + ")"
+        )
+    index = _Index(
+        patterns=tuple(patterns.patterns),
+        always=any(not p.prefilter_keywords for p in patterns.patterns),
+        prefilter=re.compile("|".join(parts)) if parts else None,
+    )
+    patterns.cache["classify_index"] = index
+    return index
+
+
+def _rank_of(line: str, groups: dict[str, str]) -> int | None:
+    m = _RANK_PREFIX.match(line)
+    if m:
+        return int(m.group(1) or m.group(2))
+    value = groups.get("rank")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _match_line(
+    line: str,
+    index: _Index,
+    line_no: int,
+    last_hit: dict[str, int] | None,
+    source: str | None,
+) -> list[Signal]:
+    hits: list[tuple[SignalPattern, re.Match[str]]] = []
+    lowered: str | None = None
+    for pattern in index.patterns:
+        keywords = pattern.prefilter_keywords
+        if keywords:
+            if pattern.ignore_case:
+                lowered = line.lower() if lowered is None else lowered
+                haystack = lowered
+            else:
+                haystack = line
+            if not any(k in haystack for k in keywords):
+                continue
+        if pattern.after is not None:
+            seen = None if last_hit is None else last_hit.get(pattern.after)
+            if seen is None or line_no - seen > pattern.within_lines:
+                continue
+        match = pattern.compiled.search(line)
+        if match is not None:
+            hits.append((pattern, match))
+    if not hits:
+        return []
+    if any(p.fallback for p, _ in hits) and any(
+        not p.fallback and p.role in ("root", "cascade") for p, _ in hits
+    ):
+        hits = [(p, m) for p, m in hits if not p.fallback]
+    text = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS]
+    signals = []
+    for pattern, match in hits:
+        groups = pattern.extract(match)
+        if last_hit is not None:
+            last_hit[pattern.name] = line_no
+        signals.append(
+            Signal(
+                pattern=pattern.name,
+                error_type=pattern.error_type,
+                subsystem=pattern.subsystem,
+                role=pattern.role,
+                line=text,
+                line_no=line_no,
+                groups=groups,
+                priority=pattern.priority,
+                teardown=pattern.teardown,
+                rank=_rank_of(line, groups),
+                source=source,
+            )
+        )
+    return signals
+
+
+def _candidate_indices(lines: Sequence[str], index: _Index) -> Iterable[int]:
+    """Indices of lines that contain at least one keyword (all, if a pattern has none)."""
+    if index.always:
+        return range(len(lines))
+    if index.prefilter is None:
+        return ()
+    text = "\n".join(lines)
+    starts = []
+    pos = 0
+    for line in lines:
+        starts.append(pos)
+        pos += len(line) + 1
+    found: list[int] = []
+    for match in index.prefilter.finditer(text):
+        i = bisect.bisect_right(starts, match.start()) - 1
+        if not found or found[-1] != i:
+            found.append(i)
+    return found
+
+
+def classify_line(
+    line: str,
+    patterns: PatternSet | Sequence[SignalPattern],
+    *,
+    line_no: int = 0,
+    source: str | None = None,
+) -> list[Signal]:
+    """Every signal one line gives, in pattern order.
+
+    Patterns with `after:` need the lines before; on a lone line they never match.
+    A `fallback` pattern (the generic exception) is dropped when a more specific
+    root or cascade pattern matched the same line.
+    """
+    line = line.rstrip("\r\n")
+    return _match_line(line, _index(as_pattern_set(patterns)), line_no, None, source)
+
+
+def classify_lines(
+    lines: Sequence[str],
+    patterns: PatternSet | Sequence[SignalPattern],
+    start_line_no: int = 1,
+    *,
+    source: str | None = None,
+) -> list[Signal]:
+    """Every signal of a block of lines (newlines stripped), in line order.
+
+    Line numbers count from `start_line_no`. Unlike `classify_line`, patterns
+    with `after:` see the lines before them within this block.
+    """
+    stripped = [line.rstrip("\r\n") for line in lines]
+    index = _index(as_pattern_set(patterns))
+    last_hit: dict[str, int] = {}
+    signals: list[Signal] = []
+    for i in _candidate_indices(stripped, index):
+        signals.extend(_match_line(stripped[i], index, start_line_no + i, last_hit, source))
+    return signals
+
+
+def first_failed_rank(signals: Iterable[Signal]) -> int | None:
+    """The rank the launcher saw fail first (a `failed_rank` group), if any."""
+    for signal in signals:
+        value = signal.groups.get("failed_rank")
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
+def root_cause(signals: Sequence[Signal]) -> Signal | None:
+    """The signal that explains the failure, or None (see the module docstring)."""
+    candidates = [s for s in signals if s.is_cause_candidate]
+    pool = [s for s in candidates if s.role == "root"] or [s for s in candidates if s.role == "cascade"]
+    if not pool:
+        return None
+    failed = first_failed_rank(signals)
+
+    def rank_key(s: Signal) -> int:
+        return 0 if failed is not None and s.rank == failed else 1
+
+    return min(pool, key=lambda s: (-s.priority, rank_key(s), s.line_no))
+
+
+def evidence(signals: Sequence[Signal], cause: Signal | None, limit: int = EVIDENCE_LINES) -> list[str]:
+    """Lines that support `cause`: its own, then others of the same error type,
+    then what the launcher said about the failed rank."""
+    if cause is None:
+        return []
+    ordered = [cause]
+    ordered += [s for s in signals if s is not cause and s.error_type == cause.error_type and not s.teardown]
+    ordered += [s for s in signals if s.role == "info" and s.groups]
+    lines: list[str] = []
+    for s in ordered:
+        if s.line not in lines:
+            lines.append(s.line)
+        if len(lines) >= limit:
+            break
+    return lines
+
+
+class Classifier:
+    """Incremental classification of one growing log, for the monitor.
+
+    Feed it lines (or raw text chunks, which may end mid-line); it keeps the
+    first `max_signals` non-progress signals, the last progress signal and the
+    highest iteration seen. Nothing here reads files or clocks.
+    """
+
+    def __init__(
+        self,
+        patterns: PatternSet | Sequence[SignalPattern],
+        *,
+        source: str | None = None,
+        max_signals: int = MAX_KEPT_SIGNALS,
+    ) -> None:
+        self._index = _index(as_pattern_set(patterns))
+        self._source = source
+        self._max_signals = max_signals
+        self._last_hit: dict[str, int] = {}
+        self._partial = ""
+        self.lines_seen = 0
+        self.signals: list[Signal] = []  # root/cascade/info, first max_signals of them
+        self.dropped_signals = 0  # non-progress signals past max_signals
+        self.progress_count = 0
+        self.last_progress: Signal | None = None
+        self.last_iteration: int | None = None  # `iteration` of the latest progress signal having one
+
+    def feed(self, lines: Iterable[str]) -> list[Signal]:
+        """Classify complete lines; returns the new signals (progress included)."""
+        block = [line.rstrip("\r\n") for line in lines]
+        new: list[Signal] = []
+        start = self.lines_seen + 1
+        for i in _candidate_indices(block, self._index):
+            new.extend(_match_line(block[i], self._index, start + i, self._last_hit, self._source))
+        self.lines_seen += len(block)
+        for signal in new:
+            self._keep(signal)
+        return new
+
+    def feed_text(self, chunk: str) -> list[Signal]:
+        """Classify a chunk of text; a trailing partial line waits for the next chunk."""
+        text = self._partial + chunk
+        lines = text.split("\n")
+        self._partial = lines.pop()
+        return self.feed(lines)
+
+    def flush(self) -> list[Signal]:
+        """Classify a pending partial line (at the end of a log)."""
+        if not self._partial:
+            return []
+        line, self._partial = self._partial, ""
+        return self.feed([line])
+
+    def root_cause(self) -> Signal | None:
+        return root_cause(self.signals)
+
+    def first_failed_rank(self) -> int | None:
+        return first_failed_rank(self.signals)
+
+    def _keep(self, signal: Signal) -> None:
+        if signal.role == "progress":
+            self.progress_count += 1
+            self.last_progress = signal
+            value = signal.groups.get("iteration")
+            if value is not None and value.isdigit():
+                self.last_iteration = int(value)
+            return
+        if len(self.signals) < self._max_signals:
+            self.signals.append(signal)
+        else:
+            self.dropped_signals += 1

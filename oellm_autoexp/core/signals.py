@@ -1,0 +1,250 @@
+"""Signal patterns (what to look for in a job log) and Signal (one hit). No I/O.
+
+A `SignalPattern` is one regex with a meaning: the `error_type` it reveals, the
+`subsystem` it comes from and its `role`:
+
+- root:     a cause in its own right (an OOM, a segfault, a time limit);
+- cascade:  usually a consequence of another rank's failure (a peer's NCCL
+            timeout, "connection closed by peer"); it is the cause only when no
+            root was seen at all;
+- progress: the job moves (an iteration line, a checkpoint saved);
+- info:     worth keeping but never a cause (which rank torchrun saw fail first).
+
+`teardown: true` marks launcher and runtime noise printed while a job is being
+taken down ("Sending process N closing signal SIGTERM"); it is never a cause.
+
+Patterns are validated and compiled once, here. Loading them from YAML files
+lives in `oellm_autoexp.adapters.pattern_files`.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import sre_constants as _sc
+    import sre_parse as _sp
+
+Role = Literal["root", "cascade", "progress", "info"]
+
+MIN_KEYWORD_LEN = 3  # shorter literals filter too little to be worth a prefilter entry
+
+
+class SignalPattern(BaseModel):
+    """One regex and what a match means. Compiled once, on construction."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    regex: str = Field(min_length=1)
+    error_type: str | None = None  # oom, nccl, nccl_timeout, hang, ... (None for progress/info)
+    subsystem: str = "generic"  # cuda, nccl, gloo, slurm, host, python, torchrun, megatron, ...
+    role: Role = "root"
+    priority: int = 0  # among roots the highest wins, then the earliest line
+    groups: list[str] | None = None  # named groups to extract; None: every named group
+    teardown: bool = False  # launcher/runtime noise while dying: never a cause
+    ignore_case: bool = False
+    fallback: bool = False  # applies only to lines no other root/cascade pattern matched
+    keywords: list[str] | None = None  # literal prefilter; None: derived from the regex
+    after: str | None = None  # only within `within_lines` after a hit of this pattern (streams)
+    within_lines: int = Field(default=10, ge=1)
+    description: str = ""
+
+    _compiled: re.Pattern[str] = PrivateAttr()
+    _keywords: tuple[str, ...] = PrivateAttr()
+
+    @field_validator("regex")
+    @classmethod
+    def _regex_compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression: {exc}") from exc
+        return value
+
+    @field_validator("groups")
+    @classmethod
+    def _groups_exist(cls, value: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        regex = info.data.get("regex")
+        if value is None or regex is None:
+            return value
+        named = set(re.compile(regex).groupindex)
+        missing = [g for g in value if g not in named]
+        if missing:
+            raise ValueError(f"{missing} are not named groups of the regex (it has {sorted(named)})")
+        return value
+
+    def model_post_init(self, __context: Any) -> None:
+        flags = re.IGNORECASE if self.ignore_case else 0
+        self._compiled = re.compile(self.regex, flags)
+        if self.keywords is not None:
+            words = [w for w in self.keywords if w]
+        else:
+            words = required_literals(self.regex, self.ignore_case)
+        self._keywords = tuple(w.lower() if self.ignore_case else w for w in words)
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        return self._compiled
+
+    @property
+    def prefilter_keywords(self) -> tuple[str, ...]:
+        """A line can match only if it contains one of these (empty: no prefilter)."""
+        return self._keywords
+
+    def extract(self, match: re.Match[str]) -> dict[str, str]:
+        found = match.groupdict()
+        wanted = self.groups if self.groups is not None else list(found)
+        return {k: found[k] for k in wanted if found.get(k) is not None}
+
+
+class PatternSet(BaseModel):
+    """The patterns of one monitoring file, or of several merged.
+
+    `include` names other pattern files (resolved by the loader) whose patterns
+    come first; a later pattern with the same name replaces an earlier one, and
+    `disable` drops patterns by name after merging.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    include: list[str] = Field(default_factory=list)
+    disable: list[str] = Field(default_factory=list)
+    patterns: list[SignalPattern] = Field(default_factory=list)
+
+    _by_name: dict[str, SignalPattern] = PrivateAttr()
+    _cache: dict[str, Any] = PrivateAttr(default_factory=dict)  # matcher state built by core.classify
+
+    @property
+    def cache(self) -> dict[str, Any]:
+        """Derived, rebuildable data (a prepared matcher); not part of the value."""
+        return self._cache
+
+    def model_post_init(self, __context: Any) -> None:
+        self._by_name = {p.name: p for p in self.patterns}
+
+    def __len__(self) -> int:
+        return len(self.patterns)
+
+    def get(self, name: str) -> SignalPattern | None:
+        return self._by_name.get(name)
+
+    def names(self) -> list[str]:
+        return [p.name for p in self.patterns]
+
+
+def merge_pattern_sets(sets: Iterable[PatternSet]) -> PatternSet:
+    """Merge in order: same name replaces (keeping the first position); disable drops."""
+    merged: dict[str, SignalPattern] = {}
+    disabled: set[str] = set()
+    for ps in sets:
+        for pattern in ps.patterns:
+            merged[pattern.name] = pattern
+            disabled.discard(pattern.name)
+        disabled.update(ps.disable)
+    for name in disabled:
+        merged.pop(name, None)
+    return PatternSet(patterns=list(merged.values()))
+
+
+def as_pattern_set(patterns: PatternSet | Sequence[SignalPattern]) -> PatternSet:
+    return patterns if isinstance(patterns, PatternSet) else PatternSet(patterns=list(patterns))
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """One log line that matched one pattern."""
+
+    pattern: str  # the pattern's name
+    error_type: str | None
+    subsystem: str
+    role: Role
+    line: str  # the line, without its newline
+    line_no: int  # 1-based, in the file or stream
+    groups: Mapping[str, str] = field(default_factory=dict, hash=False)
+    priority: int = 0
+    teardown: bool = False
+    rank: int | None = None  # from a `[rank3]:` (torchrun) or `3: ` (srun --label) prefix
+    source: str | None = None  # file name, if known
+
+    @property
+    def is_cause_candidate(self) -> bool:
+        """Could this signal ever be reported as a root cause?"""
+        return self.role in ("root", "cascade") and not self.teardown and self.error_type is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pattern": self.pattern,
+            "error_type": self.error_type,
+            "subsystem": self.subsystem,
+            "role": self.role,
+            "teardown": self.teardown,
+            "priority": self.priority,
+            "line_no": self.line_no,
+            "line": self.line,
+            "rank": self.rank,
+            "groups": dict(self.groups),
+            "source": self.source,
+        }
+
+
+# --------------------------------------------------------------------------- prefilter literals
+
+
+def required_literals(regex: str, ignore_case: bool = False) -> list[str]:
+    """Literal strings of which every match must contain at least one.
+
+    Found by walking the parsed regex: the longest run of literal characters at
+    the top level (looking into groups and `{1,}` repeats), or, for an
+    alternation, one literal per branch. [] when none is long enough: the
+    pattern then runs on every line.
+    """
+    try:
+        parsed = _sp.parse(regex, re.IGNORECASE if ignore_case else 0)
+    except re.error:
+        return []
+    if parsed.state.flags & re.IGNORECASE and not ignore_case:
+        return []  # an inline (?i): literals would be case-sensitive; don't guess
+    found = _literals_of_sequence(list(parsed.data))
+    return found if found and min(map(len, found)) >= MIN_KEYWORD_LEN else []
+
+
+def _literals_of_sequence(items: list[tuple[Any, Any]]) -> list[str]:
+    candidates: list[list[str]] = []
+    run: list[str] = []
+    for op, av in items:
+        if op is _sc.LITERAL:
+            run.append(chr(av))
+            continue
+        if run:
+            candidates.append(["".join(run)])
+            run = []
+        inner = _literals_of_item(op, av)
+        if inner:
+            candidates.append(inner)
+    if run:
+        candidates.append(["".join(run)])
+    return max(candidates, key=lambda alts: min(map(len, alts)), default=[])
+
+
+def _literals_of_item(op: Any, av: Any) -> list[str]:
+    if op is _sc.SUBPATTERN:
+        _group, add_flags, _del_flags, sub = av
+        return [] if add_flags & re.IGNORECASE else _literals_of_sequence(list(sub))
+    if op in (_sc.MAX_REPEAT, _sc.MIN_REPEAT):
+        low, _high, sub = av
+        return _literals_of_sequence(list(sub)) if low >= 1 else []
+    if op is _sc.BRANCH:
+        _none, branches = av
+        alts = [_literals_of_sequence(list(b)) for b in branches]
+        if any(not a for a in alts):
+            return []
+        return [word for alt in alts for word in alt]
+    return []
