@@ -37,6 +37,7 @@ MUNGE_SOCK=$RUN/munge/munge.socket.2
 DB_SOCK=$RUN/mysqld.sock
 STOP_GRACE_S=15 # SIGTERM, then SIGKILL after this many seconds
 export SLURM_CONF=$CONF
+export PATH=$PATH:/usr/sbin:/sbin # the daemons live in sbin, which a non-login root shell may lack
 
 log() { printf 'slurm_local: %s\n' "$*" >&2; }
 die() {
@@ -287,6 +288,7 @@ stop_daemons() {
 spawn() { # logfile cmd...
     local out=$1
     shift
+    command -v "$1" >/dev/null || die "$1 not found in PATH"
     (
         local fd
         for fd in /proc/self/fd/*; do
@@ -456,13 +458,14 @@ nodes_not_ready() {
 }
 
 wait_nodes_ready() {
-    local deadline=$((SECONDS + TIMEOUT)) resumed=0 bad node state
+    local deadline=$((SECONDS + TIMEOUT)) bad node state
+    local -A resumed=() # each node is resumed at most once
     while bad=$(nodes_not_ready) && [[ -n $bad ]]; do
         while read -r node state; do
-            if [[ $state =~ ^(down|drain|drained|draining|fail) ]] && ! ((resumed)); then
+            if [[ $state =~ ^(down|drain|fail) && -z ${resumed[$node]:-} ]]; then
                 log "resuming $node (was $state)"
                 scontrol update "nodename=$node" state=resume >&2 || true
-                resumed=1
+                resumed[$node]=1
             fi
         done <<<"$bad"
         ((SECONDS < deadline)) || die "nodes not ready after ${TIMEOUT}s: $(echo "$bad" | tr '\n' ' ')(logs: $LOG)"
@@ -474,10 +477,10 @@ wait_nodes_ready() {
 
 cmd_up() {
     local fp
-    install_packages
     mkdir -p "$D"
     exec 9>>"$D/.lock"
     flock 9
+    install_packages
     write_configs
     link_etc
     fp=$(slurm_fp)
