@@ -155,19 +155,6 @@ class FileTail:
             more = self._read_chunks(f, events, max_bytes, chunk_bytes)
         return events, more
 
-    def read_rest_of(self, moved_to: str) -> list[LogEvent]:
-        """After a rename rotation, read the rest of our file under its new name."""
-        try:
-            with open(moved_to, "rb") as f:
-                if os.fstat(f.fileno()).st_ino != self.inode:
-                    return []
-                events: list[LogEvent] = []
-                while self._read_chunks(f, events, MAX_BYTES_PER_WAKE, CHUNK_BYTES):
-                    pass
-        except OSError:
-            return []
-        return events + self.flush()
-
     def flush(self) -> list[LogEvent]:
         """Emit the incomplete last line as a line (the job ended; no newline will come)."""
         if not self._line and not self._dropped:
@@ -181,13 +168,13 @@ class FileTail:
         if not self._present:
             return []
         self._present, self._gone = False, True
-        return [*self.flush(), LogDeleted(self.path)]
+        return [*self._drain_renamed(), *self.flush(), LogDeleted(self.path)]
 
     def _check_identity(self, st: os.stat_result) -> list[LogEvent]:
         """Notice a new file at the path (rotation) or a shrunk one (truncation)."""
         gone, self._present, self._gone = self._gone, True, False
         if gone or (self.inode is not None and st.st_ino != self.inode):
-            events: list[LogEvent] = [*self.flush(), LogRotated(self.path)]
+            events = [*self._drain_renamed(), *self.flush(), LogRotated(self.path)]
         elif st.st_size < self.offset:
             events = [*self.flush(), LogTruncated(self.path)]
         else:
@@ -195,6 +182,38 @@ class FileTail:
             return []
         self._restart_at_zero(st.st_ino)
         return events
+
+    def _drain_renamed(self) -> list[LogEvent]:
+        """Read the rest of our file if it was renamed within its directory (x.log -> x.log.1).
+
+        Found by inode, so it works whatever order the rename and the new file's
+        events arrive in, and for a rotation that happened while we were down.
+        """
+        old = self._find_by_inode()
+        events: list[LogEvent] = []
+        if old is None:
+            return events
+        try:
+            with open(old, "rb") as f:
+                st = os.fstat(f.fileno())
+                if st.st_ino == self.inode and st.st_size >= self.offset:
+                    while self._read_chunks(f, events, MAX_BYTES_PER_WAKE, CHUNK_BYTES):
+                        pass
+        except OSError:  # gone again: nothing more to read
+            pass
+        return events
+
+    def _find_by_inode(self) -> str | None:
+        if self.inode is None:
+            return None
+        try:
+            with os.scandir(os.path.dirname(self.path)) as entries:
+                for entry in entries:
+                    if entry.inode() == self.inode and entry.path != self.path and entry.is_file():
+                        return entry.path
+        except OSError:
+            return None
+        return None
 
     def _restart_at_zero(self, inode: int) -> None:
         self.inode, self.offset, self._line_start = inode, 0, 0
@@ -251,9 +270,8 @@ class FileTail:
 
 @dataclass(frozen=True)
 class _Request:
-    kind: str  # changed | moved | watch | unwatch | flush | rescan | sync | stop
+    kind: str  # changed | watch | unwatch | flush | rescan | sync | stop
     path: str = ""
-    moved_to: str = ""  # for "moved": where the watched file went
     flush: bool = False  # for "unwatch": emit the incomplete last line first
     done: threading.Event | None = field(default=None, compare=False)  # for "sync"
 
@@ -268,14 +286,10 @@ class _WakeHandler(FileSystemEventHandler):
     def on_any_event(self, event: FileSystemEvent) -> None:
         watched = self._watched()
         src = os.fsdecode(event.src_path)
-        if event.event_type == "moved":
-            dest = os.fsdecode(event.dest_path)
-            if src in watched:
-                self._requests.put(_Request("moved", src, moved_to=dest))
-            if dest in watched:
-                self._requests.put(_Request("changed", dest))
-        elif src in watched:
-            self._requests.put(_Request("changed", src))
+        dest = os.fsdecode(event.dest_path) if event.event_type == "moved" else ""
+        for path in (src, dest):
+            if path in watched:
+                self._requests.put(_Request("changed", path))
 
 
 class _DirWatches:
@@ -434,7 +448,7 @@ class LogTailer:
                 continue
             if req.kind == "changed":
                 read.add(req.path)
-            else:  # a watch/unwatch/move in between may change what reading means
+            else:  # a watch/unwatch/flush in between may change what reading means
                 read.clear()
             try:
                 self._handle(req)
@@ -445,8 +459,6 @@ class LogTailer:
     def _handle(self, req: _Request) -> None:
         if req.kind == "changed":
             self._read(req.path)
-        elif req.kind == "moved":
-            self._on_moved(req.path, req.moved_to)
         elif req.kind == "watch":
             self._on_watch(req.path)
         elif req.kind == "unwatch":
@@ -476,12 +488,6 @@ class LogTailer:
             events, more = tail.read_new()
             self._emit(events)
         self._emit(tail.flush())
-
-    def _on_moved(self, path: str, moved_to: str) -> None:
-        tail = self._tails.get(path)
-        if tail is not None:
-            self._emit(tail.read_rest_of(moved_to))
-            self._read(path)
 
     def _on_watch(self, path: str) -> None:
         if path in self._tails:

@@ -217,7 +217,7 @@ def test_job_status_and_restart_counters(store: SQLiteStore) -> None:
     """Restarts are counted per reason and in total; a status carries the reason a user reads."""
     sid, jid = _job(store)
     store.record_restart(jid, "oom")
-    job = store.record_restart(jid, "oom")
+    store.record_restart(jid, "oom")
     store.record_restart(jid, "nccl_timeout")
     store.set_job_status(jid, JobStatus.STOPPED, "oom budget spent: 2/2 restarts")
     job = store.jobs_for_session(sid)[0]
