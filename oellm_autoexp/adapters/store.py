@@ -22,24 +22,25 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Engine, create_engine, event, func, or_, select, text, update
+from sqlalchemy import URL, CursorResult, Engine, create_engine, event, func, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from oellm_autoexp.adapters.store_schema import (
-    MIGRATIONS,
-    SCHEMA_VERSION,
     AttemptRow,
-    Base,
     DecisionRow,
+    Intent,
     JobRow,
+    JobStatus,
     LogOffsetRow,
     SessionRow,
+    SessionStatus,
     SignalRow,
+    StoreError,
+    upgrade_schema,
 )
 from oellm_autoexp.core.job_state import JobState, is_terminal
 from oellm_autoexp.errors import UserError
@@ -49,29 +50,21 @@ DB_FILENAME = "autoexp.db"
 BUSY_TIMEOUT_S = 30.0  # how long a writer waits for another before SQLITE_BUSY
 _TERMINAL_STATES = [s.value for s in JobState if is_terminal(s)]
 
-
-class SessionStatus(StrEnum):
-    ACTIVE = "active"  # jobs are being submitted and watched
-    STOPPED = "stopped"  # the user stopped it; jobs may be left as they were
-    COMPLETED = "completed"  # every job reached a final status
-
-
-class JobStatus(StrEnum):
-    ACTIVE = "active"  # the monitor keeps it running (submits, restarts)
-    STOPPED = "stopped"  # the policy gave up (budget spent, non-retriable error)
-    COMPLETED = "completed"  # the last attempt finished successfully
-    CANCELLED_BY_USER = "cancelled_by_user"  # `autoexp cancel`: never restarted
-
-
-class Intent(StrEnum):
-    INTENDED = "intended"  # recorded before sbatch; sbatch may or may not have run
-    SUBMITTED = "submitted"  # sbatch returned an executor job id
-    CONFIRMED = "confirmed"  # the executor has since reported the job
-    ABANDONED = "abandoned"  # the monitor established the submission never happened
-
-
-class StoreError(Exception):
-    """The store was asked for something that does not exist or cannot be."""
+__all__ = [
+    "AttemptInfo",
+    "DecisionInfo",
+    "DuplicateAttempt",
+    "Intent",
+    "JobInfo",
+    "JobStatus",
+    "MonitorLockHeld",
+    "NewSignal",
+    "SQLiteStore",
+    "SessionInfo",
+    "SessionStatus",
+    "SignalInfo",
+    "StoreError",
+]
 
 
 class DuplicateAttempt(StoreError):
@@ -207,7 +200,7 @@ def _decision_info(r: DecisionRow) -> DecisionInfo:
 
 def _make_engine(db_path: Path, busy_timeout_s: float) -> Engine:
     """An engine whose connections are WAL, foreign-keyed, and begin as we say."""
-    engine = create_engine(f"sqlite:///{db_path}")
+    engine = create_engine(URL.create("sqlite", database=str(db_path)))  # no escaping issues
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -227,31 +220,6 @@ def _make_engine(db_path: Path, busy_timeout_s: float) -> Engine:
     return engine
 
 
-def _upgrade(engine: Engine) -> None:
-    """Create a fresh schema, or run the pending migrations one transaction at a time.
-
-    The version is re-read inside every write transaction, so two processes
-    opening an old database at once cannot both run the same migration.
-    """
-    with engine.connect().execution_options(begin_immediate=True) as conn:
-        while True:
-            with conn.begin():
-                version = conn.exec_driver_sql("PRAGMA user_version").scalar_one()
-                if version == SCHEMA_VERSION:
-                    return
-                if version > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"the state database is schema v{version}, newer than this autoexp "
-                        f"(v{SCHEMA_VERSION}); upgrade autoexp"
-                    )
-                if version == 0:
-                    Base.metadata.create_all(conn)
-                else:
-                    MIGRATIONS[version - 1](conn)
-                new_version = SCHEMA_VERSION if version == 0 else version + 1
-                conn.exec_driver_sql(f"PRAGMA user_version = {new_version}")
-
-
 class SQLiteStore:
     """The monitor's memory. Thread-safe: each call uses its own short transaction."""
 
@@ -266,7 +234,7 @@ class SQLiteStore:
             self._engine.execution_options(begin_immediate=True), expire_on_commit=False
         )
         try:
-            _upgrade(self._engine)
+            upgrade_schema(self._engine)
         except BaseException:
             self._engine.dispose()
             raise

@@ -17,12 +17,37 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
+
+
+class StoreError(Exception):
+    """The store was asked for something that does not exist or cannot be."""
+
+
+class SessionStatus(StrEnum):
+    ACTIVE = "active"  # jobs are being submitted and watched
+    STOPPED = "stopped"  # the user stopped it; jobs may be left as they were
+    COMPLETED = "completed"  # every job reached a final status
+
+
+class JobStatus(StrEnum):
+    ACTIVE = "active"  # the monitor keeps it running (submits, restarts)
+    STOPPED = "stopped"  # the policy gave up (budget spent, non-retriable error)
+    COMPLETED = "completed"  # the last attempt finished successfully
+    CANCELLED_BY_USER = "cancelled_by_user"  # `autoexp cancel`: never restarted
+
+
+class Intent(StrEnum):
+    INTENDED = "intended"  # recorded before sbatch; sbatch may or may not have run
+    SUBMITTED = "submitted"  # sbatch returned an executor job id
+    CONFIRMED = "confirmed"  # the executor has since reported the job
+    ABANDONED = "abandoned"  # the monitor established the submission never happened
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -170,3 +195,28 @@ def _v1_to_v2(conn: Connection) -> None:
 # MIGRATIONS[i] upgrades a database from version i + 1 to version i + 2.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2,)
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
+
+
+def upgrade_schema(engine: Engine) -> None:
+    """Create a fresh schema, or run the pending migrations one transaction at a time.
+
+    The version is re-read inside every write transaction, so two processes
+    opening an old database at once cannot both run the same migration.
+    """
+    with engine.connect().execution_options(begin_immediate=True) as conn:
+        while True:
+            with conn.begin():
+                version = conn.exec_driver_sql("PRAGMA user_version").scalar_one()
+                if version == SCHEMA_VERSION:
+                    return
+                if version > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"the state database is schema v{version}, newer than this autoexp "
+                        f"(v{SCHEMA_VERSION}); upgrade autoexp"
+                    )
+                if version == 0:
+                    Base.metadata.create_all(conn)
+                else:
+                    MIGRATIONS[version - 1](conn)
+                new_version = SCHEMA_VERSION if version == 0 else version + 1
+                conn.exec_driver_sql(f"PRAGMA user_version = {new_version}")
