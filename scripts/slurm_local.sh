@@ -141,6 +141,8 @@ AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$DBD_PORT
 # Clients and slurmctld take the munge socket for slurmdbd connections from here, not from AuthInfo.
 AccountingStoragePass=$MUNGE_SOCK
+# sacct keeps --comment (autoexp's submission tag) only with this flag.
+AccountingStoreFlags=job_comment
 JobAcctGatherFrequency=30
 EOF
     else

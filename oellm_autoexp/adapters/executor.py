@@ -49,6 +49,15 @@ class Executor(Protocol):
         """
         ...
 
+    def find_by_tag(self, tag: str) -> str | None:
+        """The id of the job submitted with `--comment=<tag>`, or None if there is none.
+
+        How a resumed monitor recognises a submission whose id it never
+        recorded (it died between sbatch and the database commit). Raises
+        ExecutorError when it cannot tell.
+        """
+        ...
+
     def cancel(self, job_id: str) -> None:
         """Cancel a job; cancelling an already-ended job is not an error."""
         ...

@@ -83,6 +83,7 @@ class LocalExecutor:
             "log": str(log),
             "script": str(script),
             "submitted": time.time(),
+            "comment": opts.get("comment"),  # the monitor's submission tag (find_by_tag)
         }
         write_json_atomic(job_dir / "job.json", info)
         return job_id
@@ -105,6 +106,16 @@ class LocalExecutor:
         if self._alive(info):
             self._signal_group(info, signal.SIGKILL)
             write_json_atomic(job_dir / EXIT_FILE, {"exit_code": 0, "signal": 9, "end": time.time()})
+
+    def find_by_tag(self, tag: str) -> str | None:
+        """The local job submitted with `--comment=<tag>`, if any."""
+        if not self.root.is_dir():
+            return None
+        for info_file in self.root.glob("*/job.json"):
+            info = _read_json(info_file)
+            if info is not None and info.get("comment") == tag:
+                return str(info["job_id"])
+        return None
 
     def log_path(self, job_id: str) -> str | None:
         """Where the job's output goes (the expanded `--output`)."""

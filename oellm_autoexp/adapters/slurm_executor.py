@@ -18,6 +18,7 @@ from oellm_autoexp.core.job_state import JobState
 from oellm_autoexp.core.slurm_parse import (
     SACCT_FORMAT,
     SQUEUE_FORMAT,
+    find_comment,
     parse_sacct,
     parse_sbatch_parsable,
     parse_squeue,
@@ -75,6 +76,19 @@ class SlurmExecutor:
         done = self._sacct(missing) if missing else {}
         none = {i: JobRecord(i, JobState.UNKNOWN, "none") for i in ids}
         return {i: live.get(i) or done.get(i) or none[i] for i in ids}
+
+    def find_by_tag(self, tag: str) -> str | None:
+        """The job submitted with `--comment=<tag>`: squeue first, then sacct (ended jobs).
+
+        sacct keeps comments only with AccountingStoreFlags=job_comment; without
+        it an ended job is not found, and the caller resubmits (the old one ended).
+        """
+        live = run_slurm_command(["squeue", "--noheader", "--states=all", "-o", "%i|%k"], self.timeout_s)
+        found = find_comment(live.stdout, tag)
+        if found is None:
+            argv = ["sacct", "--noheader", "--parsable2", "-X", "--format=JobID,Comment", "--starttime=now-7days"]
+            found = find_comment(run_slurm_command(argv, self.timeout_s).stdout, tag)
+        return found
 
     def cancel(self, job_id: str) -> None:
         try:

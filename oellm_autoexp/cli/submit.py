@@ -1,67 +1,71 @@
-"""`autoexp submit CONFIG [overrides] [--no-monitor]`: render, write and submit every job."""
+"""`autoexp submit CONFIG [overrides] [--no-monitor]`: plan, record a session, submit every job.
+
+Everything is planned first, so bad input submits nothing. Each first attempt
+goes through the monitor's duplicate-safe submission (intent, then sbatch with
+a tag). Unless --no-monitor is given, a background monitor takes the session.
+"""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import dataclasses
+import time
 
-from oellm_autoexp.adapters.executor import Executor, ExecutorError
-from oellm_autoexp.adapters.submission import make_executor, state_dir, submit_plan
+from oellm_autoexp.adapters.store import SessionInfo, SQLiteStore
+from oellm_autoexp.adapters.submission import state_dir
 from oellm_autoexp.cli._common import add_config_args, load_plans
-from oellm_autoexp.core.plan import JobPlan, log_path_for
+from oellm_autoexp.cli.monitor_session import detach
+from oellm_autoexp.daemon.session import start_session
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("submit", help="submit every job of an experiment")
     add_submit_args(parser)
     parser.add_argument(
-        "--no-monitor", action="store_true", help="only submit; do not hand the jobs to the monitor"
+        "--no-monitor", action="store_true", help="only submit; `autoexp monitor-session` can take it later"
     )
     parser.set_defaults(func=submit_command)
 
 
 def add_submit_args(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser)
-    parser.add_argument("--dependency", help="sbatch --dependency for every job (e.g. afterany:123)")
+    parser.add_argument("--dependency", help="sbatch --dependency for the first attempt (e.g. afterany:123)")
     parser.add_argument(
-        "--sbatch-arg", action="append", default=[], help="extra sbatch argument, e.g. --exclude=node3"
+        "--sbatch-arg",
+        action="append",
+        default=[],
+        help="extra sbatch argument for every attempt, e.g. --exclude=node3",
     )
 
 
-def extra_sbatch_args(args: argparse.Namespace) -> list[str]:
-    extra = list(args.sbatch_arg)
-    if args.dependency:
-        extra.append(f"--dependency={args.dependency}")
-    return extra
-
-
-def submit_all(args: argparse.Namespace) -> tuple[Executor, list[tuple[JobPlan, str]]]:
-    """Plan everything first (bad input submits nothing), then submit job by job."""
+def submit_session(args: argparse.Namespace) -> tuple[SQLiteStore, SessionInfo, list[str]]:
+    """Plan, then create the session and submit; (store, session, jobs whose first sbatch failed)."""
     plans = load_plans(args)
-    executor = make_executor(plans[0].executor, state_dir(getattr(args, "state_dir", None)))
-    return executor, submit_plans(executor, plans, extra_sbatch_args(args))
-
-
-def submit_plans(
-    executor: Executor, plans: Sequence[JobPlan], extra: Sequence[str]
-) -> list[tuple[JobPlan, str]]:
-    submitted: list[tuple[JobPlan, str]] = []
-    for plan in plans:
-        try:
-            job_id = submit_plan(executor, plan, extra)
-        except ExecutorError as exc:
-            done = ", ".join(f"{p.name}={i}" for p, i in submitted) or "none"
-            raise SystemExit(
-                f"autoexp: submitting {plan.name} failed: {exc} (already submitted: {done})"
-            ) from None
-        print(f"submitted {plan.name}: job {job_id}  log {log_path_for(plan, job_id)}", flush=True)
-        submitted.append((plan, job_id))
-    return submitted
+    if args.sbatch_arg:
+        plans = [dataclasses.replace(p, sbatch_args=(*p.sbatch_args, *args.sbatch_arg)) for p in plans]
+    first_only = [f"--dependency={args.dependency}"] if args.dependency else []
+    directory = state_dir(getattr(args, "state_dir", None))
+    store = SQLiteStore(directory)
+    try:
+        session, failed = start_session(
+            store,
+            plans,
+            config_path=args.config,
+            state_dir=directory,
+            now_s=time.time(),
+            first_only=first_only,
+        )
+    except BaseException:
+        store.close()
+        raise
+    return store, session, failed
 
 
 def submit_command(args: argparse.Namespace) -> int:
-    submit_all(args)
+    store, session, failed = submit_session(args)
+    store.close()
     if not args.no_monitor:
-        # The monitor daemon is not part of this command yet; `autoexp run` waits for the jobs.
-        print("note: no monitor attached; use `autoexp run` to wait for the jobs", flush=True)
-    return 0
+        detach(state_dir(getattr(args, "state_dir", None)), [session.id])
+    else:
+        print(f"not monitored; resume with: autoexp monitor-session --session-id {session.id}")
+    return 1 if failed else 0

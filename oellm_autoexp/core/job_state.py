@@ -6,10 +6,10 @@ Slurm prints states in several spellings (`CANCELLED by 0`, `CA`, `NODE_FAIL`,
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class JobState(str, Enum):
+class JobState(StrEnum):
     PENDING = "PENDING"  # queued, waiting for resources or a dependency
     CONFIGURING = "CONFIGURING"  # nodes allocated, booting/configuring
     RUNNING = "RUNNING"  # at least one step is running

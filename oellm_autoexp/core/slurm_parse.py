@@ -154,3 +154,12 @@ def _reason(text: str) -> str:
 
 def _lines(text: str) -> Iterable[str]:
     return (line.strip() for line in text.splitlines() if line.strip())
+
+
+def find_comment(text: str, comment: str) -> str | None:
+    """The job id on the first `ID|COMMENT` line whose comment is exactly `comment`."""
+    for line in _lines(text):
+        job_id, sep, found = line.partition(SEP)
+        if sep and found.strip() == comment:
+            return job_id.strip()
+    return None

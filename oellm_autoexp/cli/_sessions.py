@@ -1,0 +1,36 @@
+"""Finding sessions and opening the store: shared by the session commands."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from oellm_autoexp.adapters.store import SessionInfo, SessionStatus, SQLiteStore
+from oellm_autoexp.adapters.submission import state_dir
+from oellm_autoexp.errors import UserError
+
+
+def open_store(args: argparse.Namespace) -> tuple[SQLiteStore, Path]:
+    directory = state_dir(getattr(args, "state_dir", None))
+    return SQLiteStore(directory), directory
+
+
+def find_session(store: SQLiteStore, ref: str) -> SessionInfo:
+    """A session by numeric id or by name; UserError naming the known ones otherwise."""
+    found = store.get_session(int(ref)) if ref.isdigit() else None
+    found = found or store.find_session(ref)
+    if found is None:
+        known = ", ".join(f"{s.id} ({s.name})" for s in store.list_sessions()[-5:]) or "none"
+        raise UserError(f"no session {ref!r} in {store.path} (latest sessions: {known})")
+    return found
+
+
+def latest_session(store: SQLiteStore) -> SessionInfo:
+    sessions = store.list_sessions()
+    if not sessions:
+        raise UserError(f"no sessions in {store.path}; start one with `autoexp run CONFIG`")
+    return sessions[-1]
+
+
+def active_sessions(store: SQLiteStore) -> list[SessionInfo]:
+    return [s for s in store.list_sessions() if s.status == SessionStatus.ACTIVE.value]

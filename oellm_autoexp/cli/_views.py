@@ -1,0 +1,71 @@
+"""Pure rendering for the session commands: records in, rows and text out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo, SignalInfo
+
+
+def job_row(
+    job: JobInfo,
+    latest: AttemptInfo | None,
+    last_signal: SignalInfo | None,
+    decisions: Sequence[DecisionInfo],
+) -> dict[str, Any]:
+    """One job's line of `autoexp status` (also its --json object)."""
+    budget = next((d.budget_after for d in reversed(decisions) if d.budget_after is not None), None)
+    last = decisions[-1] if decisions else None
+    return {
+        "job": job.name,
+        "key": job.job_key,
+        "status": job.status,
+        "attempt": latest.attempt_no if latest else None,
+        "slurm_id": latest.executor_job_id if latest else None,
+        "state": latest.state.value if latest else None,
+        "last_signal": (last_signal.error_type or last_signal.pattern) if last_signal else None,
+        "budget_left": budget,
+        "restarts": job.restart_count,
+        "last_decision": f"{last.action}: {last.reason}" if last else None,
+    }
+
+
+def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """A plain aligned text table; None shows as '-'."""
+    cells = [[("-" if row.get(c) is None else str(row.get(c))) for c in columns] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def explain_lines(
+    job: JobInfo, attempts: Sequence[AttemptInfo], decisions: Sequence[DecisionInfo]
+) -> list[str]:
+    """Each attempt and each decision about it, with the evidence lines it was based on."""
+    out = [
+        f"job {job.name} (key {job.job_key}): {job.status}"
+        + (f" — {job.status_reason}" if job.status_reason else "")
+    ]
+    by_attempt: dict[int | None, list[DecisionInfo]] = {}
+    for d in decisions:
+        by_attempt.setdefault(d.attempt_id, []).append(d)
+    for a in attempts:
+        nodes = ",".join(a.nodes) or "-"
+        exit_code = "-" if a.exit_code is None else a.exit_code
+        out.append(f"  attempt {a.attempt_no}: job {a.executor_job_id or '-'} {a.state.value} "
+                   f"exit={exit_code} nodes={nodes} log={a.log_path or '-'}")  # fmt: skip
+        for d in by_attempt.get(a.id, []):
+            out.extend(_decision_lines(d))
+    return out
+
+
+def _decision_lines(d: DecisionInfo) -> list[str]:
+    budget = "" if d.budget_before is None else f" (budget {d.budget_before} -> {d.budget_after})"
+    lines = [f"    {d.decided_at:%Y-%m-%d %H:%M:%S} {d.action.upper()}: {d.reason}{budget}"]
+    ev = d.evidence if isinstance(d.evidence, dict) else {}
+    if ev.get("signal"):
+        lines.append(f"      cause: {ev.get('error_type')} (signal {ev['signal']}, state {ev.get('state')})")
+    lines += [f"      | {line}" for line in ev.get("lines", [])]
+    return lines

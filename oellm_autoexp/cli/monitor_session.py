@@ -1,0 +1,76 @@
+"""`autoexp monitor-session --session-id ID | --all [--detach]`: resume monitoring.
+
+Re-attaches to live jobs by their stored ids, judges jobs that ended while no
+monitor watched, and never submits a duplicate (see daemon/submitter.py).
+`--detach` runs the same command as a daemon with a pid file and a log;
+SIGTERM stops a monitor cleanly (the jobs keep running).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.cli._sessions import active_sessions, find_session, open_store
+from oellm_autoexp.daemon.monitor import Monitor
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("monitor-session", help="resume monitoring a session (or all active ones)")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--session-id", help="session id or name")
+    which.add_argument("--all", action="store_true", help="every active session")
+    parser.add_argument("--detach", action="store_true", help="run in the background (pid file + log)")
+    parser.set_defaults(func=monitor_session_command)
+
+
+def monitor_session_command(args: argparse.Namespace) -> int:
+    store, state = open_store(args)
+    try:
+        sessions = active_sessions(store) if args.all else [find_session(store, args.session_id)]
+        if not sessions:
+            print("no active sessions to monitor")
+            return 0
+        ids = [s.id for s in sessions]
+        if args.detach:
+            return detach(state, ids)
+        return monitor_in_foreground(store, state, ids)
+    finally:
+        store.close()
+
+
+def monitor_in_foreground(store: SQLiteStore, state: Path, session_ids: list[int]) -> int:
+    """Run the monitor here until the sessions finish or SIGTERM/SIGINT arrives."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        print(f"monitor: got signal {signum}; stopping (jobs keep running)", flush=True)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return Monitor(store, session_ids, state_dir=state).run(stop)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def detach(state: Path, session_ids: list[int]) -> int:
+    """Start `autoexp monitor-session` for the sessions as a background daemon."""
+    label = "-".join(str(i) for i in session_ids)
+    log = state / f"monitor-{label}.log"
+    pid_file = state / f"monitor-{label}.pid"
+    argv = [sys.executable, "-m", "oellm_autoexp", "--state-dir", str(state), "monitor-session"]
+    argv += ["--session-id", str(session_ids[0])] if len(session_ids) == 1 else ["--all"]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    pid_file.write_text(f"{proc.pid}\n", encoding="utf-8")
+    print(f"monitor started in the background: pid {proc.pid}, log {log}, pid file {pid_file}")
+    return 0

@@ -1,0 +1,89 @@
+"""`autoexp status [SESSION] [--json]`, `autoexp sessions`, `autoexp explain JOB`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from oellm_autoexp.adapters.store import SessionInfo, SQLiteStore
+from oellm_autoexp.cli._sessions import find_session, latest_session, open_store
+from oellm_autoexp.cli._views import explain_lines, job_row, render_table
+from oellm_autoexp.errors import UserError
+
+STATUS_COLUMNS = (
+    "job",
+    "status",
+    "attempt",
+    "slurm_id",
+    "state",
+    "last_signal",
+    "budget_left",
+    "last_decision",
+)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    status = subparsers.add_parser("status", help="jobs of a session: attempt, state, last signal, budget")
+    status.add_argument("session", nargs="?", help="session id or name (default: the latest)")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=status_command)
+    sessions = subparsers.add_parser("sessions", help="list sessions")
+    sessions.add_argument("--json", action="store_true")
+    sessions.set_defaults(func=sessions_command)
+    explain = subparsers.add_parser("explain", help="every decision about a job, with its evidence")
+    explain.add_argument("job", help="job name, key or id")
+    explain.add_argument("--session", help="session id or name (default: the latest)")
+    explain.set_defaults(func=explain_command)
+
+
+def status_rows(store: SQLiteStore, session: SessionInfo) -> list[dict[str, object]]:
+    rows = []
+    for job in store.jobs_for_session(session.id):
+        latest = store.latest_attempt(job.id)
+        signals = store.signals_for_attempt(latest.id) if latest else []
+        causes = [s for s in signals if s.role in ("root", "cascade")]
+        last_signal = (causes or signals)[-1] if (causes or signals) else None
+        rows.append(job_row(job, latest, last_signal, store.decisions_for_job(job.id)))
+    return rows
+
+
+def status_command(args: argparse.Namespace) -> int:
+    store, _ = open_store(args)
+    with store:
+        session = find_session(store, args.session) if args.session else latest_session(store)
+        rows = status_rows(store, session)
+        if args.json:
+            print(json.dumps({"session": session.id, "name": session.name, "status": session.status,
+                              "jobs": rows}, indent=2))  # fmt: skip
+        else:
+            print(f"session {session.id} ({session.name}): {session.status}")
+            print(render_table(rows, STATUS_COLUMNS))
+    return 0
+
+
+def sessions_command(args: argparse.Namespace) -> int:
+    store, _ = open_store(args)
+    with store:
+        rows = [
+            {"id": s.id, "name": s.name, "status": s.status, "created": f"{s.created_at:%Y-%m-%d %H:%M:%S}",
+             "jobs": len(store.jobs_for_session(s.id)), "monitor_pid": s.monitor_pid}
+            for s in store.list_sessions()
+        ]  # fmt: skip
+    print(
+        json.dumps(rows, indent=2)
+        if args.json
+        else render_table(rows, ("id", "name", "status", "created", "jobs", "monitor_pid"))
+    )
+    return 0
+
+
+def explain_command(args: argparse.Namespace) -> int:
+    store, _ = open_store(args)
+    with store:
+        session = find_session(store, args.session) if args.session else latest_session(store)
+        job = store.find_job(session.id, args.job)
+        if job is None:
+            names = ", ".join(j.name for j in store.jobs_for_session(session.id))
+            raise UserError(f"no job {args.job!r} in session {session.id} (jobs: {names})")
+        print("\n".join(explain_lines(job, store.attempts_for_job(job.id), store.decisions_for_job(job.id))))
+    return 0

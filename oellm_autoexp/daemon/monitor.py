@@ -1,0 +1,517 @@
+"""The monitor loop: adapter events -> core decisions -> adapters act.
+
+One thread owns every decision and every database write: this loop. Watchdog
+(through the log tailer) and APScheduler only put events on its queue:
+`LogEvent`s when a log grows, `Tick`s on a schedule (poll Slurm, rescan logs,
+heartbeat). A poll makes ONE query per executor for all live attempts of all
+monitored sessions (SlurmExecutor: one squeue, then one sacct for the rest).
+
+Restarts are decided in core/policy.py `decide()`; this module only builds
+its inputs (daemon/watch.py) and carries out what it returns.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from oellm_autoexp.adapters.executor import ExecutorError
+from oellm_autoexp.adapters.log_tail import LogEvent, LogLines, LogTailer
+from oellm_autoexp.adapters.snapshot import SNAPSHOT_FILENAME, write_snapshot
+from oellm_autoexp.adapters.store import (
+    AttemptInfo,
+    Intent,
+    JobStatus,
+    NewSignal,
+    SessionStatus,
+    SQLiteStore,
+)
+from oellm_autoexp.core import progress
+from oellm_autoexp.core.classify import Classifier, evidence
+from oellm_autoexp.core.job_record import JobRecord
+from oellm_autoexp.core.job_state import JobState, is_terminal
+from oellm_autoexp.core.outcome import Outcome, OutcomeKind
+from oellm_autoexp.core.policy import Decision, DecisionAction, decide
+from oellm_autoexp.daemon.scheduler import Ticker
+from oellm_autoexp.daemon.session import job_runtime
+from oellm_autoexp.daemon.settings import poll_interval_s
+from oellm_autoexp.daemon.submitter import Submitter
+from oellm_autoexp.daemon.watch import (
+    JobRuntime,
+    LiveAttempt,
+    decision_evidence,
+    end_outcome,
+    hang_outcome,
+    history_from,
+    lost_outcome,
+    progress_event,
+    running_outcome,
+)
+
+FLUSH_WAIT_S = 2.0  # how long a job's end waits for the tailer to read its last lines
+QUEUE_WAIT_S = 0.5  # the loop wakes at least this often to notice a stop request
+
+
+def _utc(now_s: float) -> datetime:
+    return datetime.fromtimestamp(now_s, UTC)
+
+
+class Monitor:
+    """Watches the jobs of some sessions until each is finished (or `stop` is set)."""
+
+    def __init__(
+        self,
+        store: SQLiteStore,
+        session_ids: Iterable[int],
+        *,
+        state_dir: Path,
+        clock: Callable[[], float] = time.time,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.session_ids = list(session_ids)
+        self.state_dir = state_dir
+        self.clock = clock
+        self._say_to = say or _print_line
+        self._events: queue.Queue[object] = queue.Queue()
+        self._deferred: list[object] = []
+        self._runtimes: dict[int, JobRuntime] = {}  # job id -> runtime
+        self._live: dict[int, LiveAttempt] = {}  # attempt id -> live attempt
+        self._by_log: dict[str, LiveAttempt] = {}  # absolute log path -> live attempt
+        self._pid, self._host = os.getpid(), socket.gethostname()
+        self._tailer: LogTailer | None = None
+        self._submitter = Submitter(store, self._say)
+        self._dirty = True
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None) -> int:
+        """Monitor until every job is finished; 0 if all completed, 1 otherwise."""
+        stop = stop or threading.Event()
+        self._lock_sessions()
+        try:
+            self._load_runtimes()
+            settings = [rt.settings for rt in self._runtimes.values()]
+            mode = settings[0].log_watch if settings else "auto"
+            poll_s = min((poll_interval_s(rt.settings, rt.executor.name) for rt in self._runtimes.values()),
+                         default=10.0)  # fmt: skip
+            with LogTailer(self._events.put, self.store, mode=mode, commit_on_emit=False,
+                           poll_interval_s=min(s.log_poll_interval_s for s in settings) if settings else 2.0
+                           ) as tailer, Ticker(self._events.put, self._intervals(poll_s)):  # fmt: skip
+                self._tailer = tailer
+                self._resume(self.clock())
+                self._poll(self.clock())
+                while not stop.is_set() and not self._finished():
+                    self._handle(self._next_event())
+            return self._exit_code()
+        finally:
+            self._tailer = None
+            self._write_snapshot()
+            self._release_sessions()
+
+    def _intervals(self, poll_s: float) -> dict[str, float]:
+        settings = list(self._runtimes.values())
+        first = settings[0].settings if settings else None
+        return {
+            "poll": poll_s,
+            "rescan": first.rescan_interval_s if first else 30.0,
+            "heartbeat": first.heartbeat_interval_s if first else 10.0,
+        }
+
+    def _next_event(self) -> object:
+        if self._deferred:
+            return self._deferred.pop(0)
+        try:
+            return self._events.get(timeout=QUEUE_WAIT_S)
+        except queue.Empty:
+            return None
+
+    def _handle(self, event: object) -> None:
+        now = self.clock()
+        if event == "poll":
+            self._poll(now)
+        elif event == "rescan" and self._tailer is not None:
+            self._tailer.rescan()
+        elif event == "heartbeat":
+            self._heartbeat(now)
+        elif event is not None and not isinstance(event, str):
+            self._on_log(event, now)  # type: ignore[arg-type]
+
+    # -- sessions and locks ---------------------------------------------------------------------
+
+    def _lock_sessions(self) -> None:
+        now = self.clock()
+        taken: list[int] = []
+        try:
+            for sid in self.session_ids:
+                session = self.store.get_session(sid)
+                if session is None:
+                    from oellm_autoexp.errors import UserError
+
+                    raise UserError(f"no session with id {sid} in {self.store.path}")
+                dead = (
+                    session.monitor_pid
+                    if self._holder_is_dead(session.monitor_pid, session.monitor_host)
+                    else None
+                )
+                self.store.acquire_monitor_lock_or_raise(
+                    sid, pid=self._pid, host=self._host, now=_utc(now), stale_after_s=120.0, dead_pid=dead
+                )
+                taken.append(sid)
+        except BaseException:
+            for sid in taken:
+                self.store.release_monitor_lock(sid, pid=self._pid, host=self._host)
+            raise
+
+    def _holder_is_dead(self, pid: int | None, host: str | None) -> bool:
+        if pid is None or host != self._host or pid == self._pid:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+    def _release_sessions(self) -> None:
+        for sid in self.session_ids:
+            self.store.release_monitor_lock(sid, pid=self._pid, host=self._host)
+
+    def _heartbeat(self, now: float) -> None:
+        for sid in self.session_ids:
+            self.store.heartbeat(sid, pid=self._pid, host=self._host, now=_utc(now))
+
+    def _load_runtimes(self) -> None:
+        for sid in self.session_ids:
+            for job in self.store.jobs_for_session(sid):
+                if job.status == JobStatus.ACTIVE.value:
+                    self._runtimes[job.id] = job_runtime(job, self.state_dir)
+
+    def _finished(self) -> bool:
+        active = [j for j in self._runtimes if self._job_status(j) == JobStatus.ACTIVE.value]
+        return not active and not self._submitter.has_due()
+
+    def _job_status(self, job_id: int) -> str:
+        job = self.store.get_job(job_id)
+        return job.status if job else JobStatus.STOPPED.value
+
+    def _exit_code(self) -> int:
+        statuses = [self._job_status(j) for j in self._runtimes]
+        if any(s == JobStatus.ACTIVE.value for s in statuses):
+            return 0  # stopped on request; the jobs go on and a later monitor resumes them
+        for sid in self.session_ids:
+            self.store.set_session_status(sid, SessionStatus.COMPLETED.value)
+        return 0 if all(s == JobStatus.COMPLETED.value for s in statuses) else 1
+
+    # -- resuming -------------------------------------------------------------------------------
+
+    def _resume(self, now: float) -> None:
+        """Re-attach to what earlier monitors left: intents, live attempts, unjudged ends."""
+        for rt in self._runtimes.values():
+            latest = self.store.latest_attempt(rt.job.id)
+            if latest is None or latest.intent in (Intent.ABANDONED.value, Intent.INTENDED.value):
+                self._submit(rt, (), now)  # adopts an unconfirmed intent found by its tag
+            elif latest.executor_job_id and (latest.ended_at is None and not is_terminal(latest.state)):
+                self._attach(rt, latest, now)
+            elif latest.executor_job_id:
+                self._judge_unwatched_end(rt, latest, now)
+
+    def _judge_unwatched_end(self, rt: JobRuntime, attempt: AttemptInfo, now: float) -> None:
+        """An attempt that ended while no monitor watched: decide now, unless that was done."""
+        decided = [d for d in self.store.decisions_for_job(rt.job.id) if d.attempt_id == attempt.id]
+        if decided and decided[-1].action == DecisionAction.RESTART.value:
+            nodes = (
+                tuple(decided[-1].evidence.get("exclude_nodes", []))
+                if isinstance(decided[-1].evidence, dict)
+                else ()
+            )
+            self._submit(rt, nodes, now)
+            return
+        if decided:
+            return
+        live = self._attach(rt, attempt, now, watch=False)
+        self._prime(live, read_all=True)
+        record = JobRecord(attempt.executor_job_id or "", attempt.state, "store", exit_code=attempt.exit_code)
+        self._finish(live, record, now)
+
+    # -- submitting -----------------------------------------------------------------------------
+
+    def _submit(self, rt: JobRuntime, exclude_nodes: tuple[str, ...], now: float) -> None:
+        attempt = self._submitter.submit(rt, exclude_nodes, now)
+        if attempt is not None:
+            self._attach(rt, attempt, now)
+        self._dirty = True
+
+    def _attach(self, rt: JobRuntime, attempt: AttemptInfo, now: float, *, watch: bool = True) -> LiveAttempt:
+        log_path = os.path.abspath(attempt.log_path) if attempt.log_path else None
+        live = LiveAttempt(
+            rt, attempt, Classifier(rt.patterns, source=log_path), log_path, state=attempt.state
+        )
+        self._live[attempt.id] = live
+        if log_path and watch:
+            self._prime(live, read_all=False)
+            self._by_log[log_path] = live
+            if self._tailer is not None:
+                self._tailer.watch(log_path)
+        return live
+
+    def _prime(self, live: LiveAttempt, *, read_all: bool) -> None:
+        """Rebuild a resumed attempt's classifier from the part of its log already consumed.
+
+        Those lines' signals were recorded by the earlier monitor; they only
+        restore the classifier's memory (root cause, last iteration).
+        """
+        if not live.log_path or not os.path.exists(live.log_path):
+            return
+        saved = self.store.load_offset(live.log_path)
+        if saved is None and not read_all:
+            return
+        size = os.path.getsize(live.log_path)
+        limit = size if read_all or saved is None else min(saved[1], size)
+        with open(live.log_path, "rb") as handle:
+            text = handle.read(limit).decode("utf-8", errors="replace")
+        live.classifier.feed_text(text)
+        if read_all:
+            live.classifier.flush()
+        live.signals_recorded = 0 if read_all else len(live.classifier.signals)
+
+    # -- polling Slurm --------------------------------------------------------------------------
+
+    def _poll(self, now: float) -> None:
+        for job_id, nodes in self._submitter.take_due(now):
+            if job_id in self._runtimes:
+                self._submit(self._runtimes[job_id], nodes, now)
+        by_executor: dict[str, list[LiveAttempt]] = {}
+        for live in list(self._live.values()):
+            by_executor.setdefault(live.runtime.executor.name, []).append(live)
+        for lives in by_executor.values():
+            self._poll_executor(lives, now)
+        self._check_hangs(now)
+        if self._dirty:
+            self._write_snapshot()
+
+    def _poll_executor(self, lives: list[LiveAttempt], now: float) -> None:
+        executor = lives[0].runtime.executor
+        try:
+            records = executor.query([live.executor_id for live in lives])
+        except ExecutorError as exc:
+            # No information this poll. A flaky controller is never a failed job.
+            self._say(f"warning: could not query {executor.name}: {exc}; will retry")
+            return
+        for live in lives:
+            record = records.get(live.executor_id)
+            if record is not None:
+                self._observe(live, record, now)
+
+    def _observe(self, live: LiveAttempt, record: JobRecord, now: float) -> None:
+        if record.state is JobState.UNKNOWN:
+            self._observe_unknown(live, now)
+            return
+        live.unknown_since_s = None
+        if record.state != live.state or record.nodes != live.nodes:
+            self._store_state(live, record, now)
+        if record.state is JobState.RUNNING and live.tracker is None:
+            live.tracker = progress.start(now)
+        if is_terminal(record.state) or (record.state is JobState.PREEMPTED and record.source == "sacct"):
+            self._finish(live, record, now)
+
+    def _observe_unknown(self, live: LiveAttempt, now: float) -> None:
+        if live.unknown_since_s is None:
+            live.unknown_since_s = now
+            return
+        waited = now - live.unknown_since_s
+        if waited < live.runtime.settings.unknown_deadline_s:
+            return
+        self._say(f"{self._who(live)}: unknown to squeue and sacct for {waited:.0f} s; treating it as lost")
+        self._drop(live, JobState.UNKNOWN, now)
+        self._decide(live, lost_outcome(), now)
+
+    def _store_state(self, live: LiveAttempt, record: JobRecord, now: float) -> None:
+        first_run = record.state is JobState.RUNNING and live.state is not JobState.RUNNING
+        if record.state != live.state:
+            self._say(f"{self._who(live)}: {record.state.value}")
+        live.state, live.nodes = record.state, record.nodes
+        self.store.update_attempt_state(
+            live.attempt.id, record.state, exit_code=record.exit_code, nodes=record.nodes or None,
+            started_at=_utc(now) if first_run else None,
+        )  # fmt: skip
+        self._dirty = True
+
+    # -- an attempt's end -----------------------------------------------------------------------
+
+    def _finish(self, live: LiveAttempt, record: JobRecord, now: float) -> None:
+        self._read_last_lines(live)
+        self._record_signals(live, now)
+        self._drop(live, record.state, now, exit_code=record.exit_code)
+        if live.cancelled_by_monitor or live.decided_early:
+            return  # already decided while it ran; this end is our own doing
+        job = self.store.get_job(live.runtime.job.id)
+        if job is None or job.status not in (JobStatus.ACTIVE.value, JobStatus.CANCELLED_BY_USER.value):
+            return
+        user_cancelled = job.status == JobStatus.CANCELLED_BY_USER.value
+        cause = live.classifier.root_cause()
+        self._decide(live, end_outcome(record, cause, user_cancelled=user_cancelled), now)
+
+    def _read_last_lines(self, live: LiveAttempt) -> None:
+        """Let the tailer read the log to its end, and classify it, before judging."""
+        if self._tailer is None or not live.log_path or live.log_path not in self._by_log:
+            return
+        self._tailer.flush(live.log_path)
+        self._tailer.sync(FLUSH_WAIT_S)
+        while True:
+            try:
+                event = self._events.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(event, str) or event is None:
+                self._deferred.append(event)
+            else:
+                self._on_log(event, self.clock())  # type: ignore[arg-type]
+
+    def _drop(self, live: LiveAttempt, state: JobState, now: float, exit_code: int | None = None) -> None:
+        self._live.pop(live.attempt.id, None)
+        if live.log_path and self._by_log.get(live.log_path) is live:
+            del self._by_log[live.log_path]
+            if self._tailer is not None:
+                self._tailer.unwatch(live.log_path)
+        self.store.update_attempt_state(live.attempt.id, state, exit_code=exit_code, ended_at=_utc(now))
+        if live.classifier.last_iteration is not None:
+            self.store.set_last_iteration(live.attempt.id, live.classifier.last_iteration)
+        self._dirty = True
+
+    # -- deciding and acting --------------------------------------------------------------------
+
+    def _decide(self, live: LiveAttempt, outcome: Outcome, now: float) -> Decision:
+        rt = live.runtime
+        iteration = live.classifier.last_iteration
+        history = history_from(self.store.decisions_for_job(rt.job.id), live.attempt.attempt_no, iteration)
+        decision = decide(rt.policy, outcome, history, now)
+        if decision.action is DecisionAction.NONE and outcome.still_running:
+            return decision  # nothing to record: a running job we keep watching
+        lines = evidence(live.classifier.signals, live.classifier.root_cause())
+        self.store.record_decision(
+            rt.job.id, attempt_id=live.attempt.id, action=decision.action.value, reason=decision.reason,
+            now=_utc(now), budget_before=decision.budget_before, budget_after=decision.budget_after,
+            evidence=decision_evidence(outcome, decision, iteration, lines),
+        )  # fmt: skip
+        self._say(f"{self._who(live)}: {decision.action.value}: {decision.reason}")
+        self._carry_out(live, outcome, decision, now)
+        self._dirty = True
+        return decision
+
+    def _carry_out(self, live: LiveAttempt, outcome: Outcome, decision: Decision, now: float) -> None:
+        rt = live.runtime
+        if decision.cancel_first and live.attempt.id in self._live:
+            live.cancelled_by_monitor = True
+            self._cancel(live)
+        if outcome.still_running and decision.action is not DecisionAction.NONE:
+            live.decided_early = True
+        if decision.action is DecisionAction.RESTART:
+            self.store.record_restart(rt.job.id, outcome.cause)
+            self._submitter.schedule(rt.job.id, now + decision.delay_s, decision.exclude_nodes)
+            if decision.delay_s <= 0:
+                self._poll_due(now)
+        elif decision.action is DecisionAction.STOP:
+            self._stop_job(rt, outcome, decision)
+        elif decision.action is DecisionAction.NOTIFY and not outcome.still_running:
+            self.store.set_job_status(rt.job.id, JobStatus.STOPPED.value, decision.reason)
+
+    def _poll_due(self, now: float) -> None:
+        for job_id, nodes in self._submitter.take_due(now):
+            self._submit(self._runtimes[job_id], nodes, now)
+
+    def _stop_job(self, rt: JobRuntime, outcome: Outcome, decision: Decision) -> None:
+        if outcome.kind is OutcomeKind.SUCCESS:
+            status = JobStatus.COMPLETED
+        elif outcome.kind is OutcomeKind.USER_CANCELLED:
+            status = JobStatus.CANCELLED_BY_USER
+        else:
+            status = JobStatus.STOPPED
+        self.store.set_job_status(rt.job.id, status.value, decision.reason)
+
+    def _cancel(self, live: LiveAttempt) -> None:
+        try:
+            live.runtime.executor.cancel(live.executor_id)
+        except ExecutorError as exc:
+            self._say(f"warning: cancelling {self._who(live)} failed: {exc}")
+
+    def _check_hangs(self, now: float) -> None:
+        for live in list(self._live.values()):
+            config = live.runtime.settings.hang
+            if (
+                config is None
+                or live.tracker is None
+                or live.decided_early
+                or live.state is not JobState.RUNNING
+            ):
+                continue
+            verdict = progress.check_hang(live.tracker, now, config)
+            if verdict is not None:
+                self._say(f"{self._who(live)}: hang detected: {verdict.detail}")
+                self._decide(live, hang_outcome(verdict), now)
+
+    # -- logs -----------------------------------------------------------------------------------
+
+    def _on_log(self, event: LogEvent, now: float) -> None:
+        live = self._by_log.get(event.path)
+        if not isinstance(event, LogLines):
+            if live is not None:
+                self._say(f"{self._who(live)}: log {type(event).__name__}: {event.path}")
+            return
+        if live is not None:
+            self._classify(live, event.lines, now)
+        if self._tailer is not None:
+            self._tailer.commit(event)
+
+    def _classify(self, live: LiveAttempt, lines: tuple[str, ...], now: float) -> None:
+        signals = live.classifier.feed(lines)
+        tracker = live.tracker or progress.start(now)
+        tracker = progress.advance(tracker, progress.Output(), now)
+        for signal in signals:
+            event = progress_event(signal) if signal.role == "progress" else None
+            if event is not None:
+                tracker = progress.advance(tracker, event, now)
+        live.tracker = tracker
+        new_roots = [s for s in signals if s.is_cause_candidate]
+        self._record_signals(live, now)
+        if new_roots and not live.decided_early and live.state is JobState.RUNNING:
+            cause = live.classifier.root_cause()
+            if cause is not None:
+                self._decide(live, running_outcome(cause), now)
+
+    def _record_signals(self, live: LiveAttempt, now: float) -> None:
+        fresh = live.classifier.signals[live.signals_recorded :]
+        if not fresh:
+            return
+        live.signals_recorded = len(live.classifier.signals)
+        self.store.record_signals(
+            live.attempt.id,
+            [
+                NewSignal(s.pattern, s.error_type, s.subsystem, s.role, s.line_no, s.line, _utc(now))
+                for s in fresh
+            ],
+        )
+        self._dirty = True
+
+    # -- output ---------------------------------------------------------------------------------
+
+    def _who(self, live: LiveAttempt) -> str:
+        return f"{live.runtime.job.name} attempt {live.attempt.attempt_no} (job {live.executor_id})"
+
+    def _say(self, message: str) -> None:
+        self._say_to(f"[{time.strftime('%H:%M:%S')}] {message}")
+
+    def _write_snapshot(self) -> None:
+        write_snapshot(self.store, self.state_dir / SNAPSHOT_FILENAME, now=_utc(self.clock()))
+        self._dirty = False
+
+
+def _print_line(line: str) -> None:
+    print(line, flush=True)

@@ -1,0 +1,31 @@
+"""Periodic ticks for the monitor loop, from APScheduler 3.x.
+
+The scheduler's jobs do nothing but put a tick name on the loop's queue; the
+loop does the work. `coalesce` folds ticks missed while the loop was busy
+into one, and `max_instances=1` keeps a slow put from piling up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+
+class Ticker:
+    """Puts each name of `intervals` on the queue every that many seconds (a context manager)."""
+
+    def __init__(self, put: Callable[[object], None], intervals: Mapping[str, float]) -> None:
+        self._scheduler = BackgroundScheduler(
+            daemon=True,
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        )
+        for name, seconds in intervals.items():
+            self._scheduler.add_job(put, "interval", args=[name], seconds=seconds, id=name)
+
+    def __enter__(self) -> Ticker:
+        self._scheduler.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._scheduler.shutdown(wait=True)

@@ -1,0 +1,112 @@
+"""Sessions: turning plans into stored jobs, and stored jobs back into what the monitor needs."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from oellm_autoexp.adapters.pattern_files import monitoring_dirs, pattern_set_from_mapping
+from oellm_autoexp.adapters.store import JobInfo, SessionInfo, SQLiteStore
+from oellm_autoexp.adapters.submission import make_executor
+from oellm_autoexp.config.loader import shipped_config_dir
+from oellm_autoexp.config.models import RootConfig
+from oellm_autoexp.core.plan import JobPlan
+from oellm_autoexp.core.policy import RestartPolicy, load_policy
+from oellm_autoexp.daemon.settings import split_monitoring
+from oellm_autoexp.daemon.watch import JobRuntime
+
+DEFAULT_POLICY = "default"  # config/restart/default.yaml when an experiment names none
+
+
+def plan_to_dict(plan: JobPlan) -> dict[str, Any]:
+    data = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan) if f.name != "config"}
+    data["sbatch_args"] = list(plan.sbatch_args)
+    data["sweep_values"] = [list(kv) for kv in plan.sweep_values]
+    data["config"] = plan.config.model_dump(mode="json", by_alias=True)
+    return data
+
+
+def plan_from_dict(data: dict[str, Any]) -> JobPlan:
+    fields = dict(data)
+    fields["sbatch_args"] = tuple(fields["sbatch_args"])
+    fields["sweep_values"] = tuple(tuple(kv) for kv in fields["sweep_values"])
+    fields["config"] = RootConfig.model_validate(fields["config"])
+    return JobPlan(**fields)
+
+
+def create_session(
+    store: SQLiteStore, plans: Sequence[JobPlan], *, name: str, config_path: str, now: datetime
+) -> tuple[SessionInfo, list[JobInfo]]:
+    """A new ACTIVE session holding one job per plan (nothing is submitted here)."""
+    summary = {"experiment": plans[0].config.experiment.name, "jobs": [p.name for p in plans]}
+    session = store.create_session(name, config_path=config_path, config=summary, now=now)
+    jobs = [
+        store.add_job(session.id, job_key=p.job_key, name=p.name, plan=plan_to_dict(p), now=now)
+        for p in plans
+    ]
+    return session, jobs
+
+
+def session_name(experiment: str, now: datetime) -> str:
+    return f"{experiment}-{now.astimezone(UTC).strftime('%Y%m%d-%H%M%S-%f')}"
+
+
+def restart_policy(section: dict[str, Any], source: str) -> RestartPolicy:
+    if section:
+        return load_policy(section, source=f"{source}: restart")
+    import yaml  # the shipped default, read once per job runtime
+
+    path = shipped_config_dir() / "restart" / f"{DEFAULT_POLICY}.yaml"
+    return load_policy(yaml.safe_load(path.read_text(encoding="utf-8")), source=str(path))
+
+
+def job_runtime(job: JobInfo, state_dir: Path) -> JobRuntime:
+    """Rebuild what the monitor needs for a stored job: plan, policy, settings, patterns, executor."""
+    plan = plan_from_dict(job.plan)
+    source = f"job {job.name}"
+    settings, pattern_part = split_monitoring(plan.config.monitoring, source)
+    patterns = pattern_set_from_mapping(pattern_part, f"{source}: monitoring", monitoring_dirs())
+    policy = restart_policy(plan.config.restart, source)
+    executor = make_executor(plan.executor, state_dir)
+    return JobRuntime(job, plan, policy, settings, executor, patterns)
+
+
+def start_session(
+    store: SQLiteStore,
+    plans: Sequence[JobPlan],
+    *,
+    config_path: str,
+    state_dir: Path,
+    now_s: float,
+    first_only: Sequence[str] = (),
+    say: Callable[[str], None] = print,
+) -> tuple[SessionInfo, list[str]]:
+    """Create a session and submit every job's first attempt (intent first, then sbatch).
+
+    Returns the session and the failures: a job whose first sbatch is refused
+    is stopped with the executor's message (a refused first submission is a
+    config problem; retrying it forever would help nobody).
+    """
+    from oellm_autoexp.adapters.store import JobStatus
+    from oellm_autoexp.daemon.submitter import Submitter
+
+    now = datetime.fromtimestamp(now_s, UTC)
+    session, jobs = create_session(
+        store,
+        plans,
+        name=session_name(plans[0].config.experiment.name, now),
+        config_path=config_path,
+        now=now,
+    )
+    say(f"session {session.id} ({session.name}): {len(jobs)} job(s)")
+    submitter = Submitter(store, say)
+    failures = []
+    for job in jobs:
+        if submitter.submit(job_runtime(job, state_dir), (), now_s, first_only=first_only) is None:
+            submitter.take_due(float("inf"))  # no automatic retry of a refused first submission
+            store.set_job_status(job.id, JobStatus.STOPPED.value, "first submission refused by the executor")
+            failures.append(job.name)
+    return session, failures

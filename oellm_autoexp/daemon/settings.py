@@ -1,0 +1,69 @@
+"""The monitor's own knobs, read from the `monitoring:` section next to its patterns.
+
+A monitoring group (config/monitoring/*.yaml) holds signal patterns (`include`,
+`patterns`) and, optionally, these settings; `split_monitoring` separates the
+two so each is validated by its own model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from oellm_autoexp.core.progress import HangConfig
+from oellm_autoexp.errors import UserError
+
+DEFAULT_PATTERNS = "megatron_production"
+
+
+class MonitorSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # One squeue (and at most one sacct) per poll for all live jobs of all sessions.
+    # Default: 10 s on Slurm, 1 s for the local executor (a few file reads).
+    poll_interval_s: float | None = Field(default=None, gt=0)
+    # A job neither squeue nor sacct knows stays UNKNOWN this long before it counts
+    # as lost (sacct lags ~5 s here, minutes on busy clusters).
+    unknown_deadline_s: float = Field(default=600.0, gt=0)
+    # auto: inotify, but polling on NFS/Lustre/GPFS/BeeGFS where inotify sees nothing.
+    log_watch: Literal["auto", "inotify", "poll"] = "auto"
+    log_poll_interval_s: float = Field(default=2.0, gt=0)
+    # Safety net: re-read every watched log this often, whatever inotify said.
+    rescan_interval_s: float = Field(default=30.0, gt=0)
+    # The session lock's heartbeat; a lock older than lock_stale_after_s is free.
+    heartbeat_interval_s: float = Field(default=10.0, gt=0)
+    lock_stale_after_s: float = Field(default=120.0, gt=0)
+    # A failed sbatch (controller down) is retried after this long; it never spends budget.
+    submit_retry_s: float = Field(default=30.0, gt=0)
+    # Hang detection (no output / no progress); null turns it off.
+    hang: HangConfig | None = Field(default_factory=HangConfig)
+
+
+_SETTING_KEYS = frozenset(MonitorSettings.model_fields)
+
+
+def split_monitoring(section: Mapping[str, Any], source: str) -> tuple[MonitorSettings, dict[str, Any]]:
+    """(settings, the pattern part) of a composed `monitoring:` section.
+
+    An empty pattern part means the default pattern set.
+    """
+    settings_part = {k: v for k, v in section.items() if k in _SETTING_KEYS}
+    patterns_part = {k: v for k, v in section.items() if k not in _SETTING_KEYS}
+    try:
+        settings = MonitorSettings.model_validate(settings_part)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"{source}: monitoring.{where}: {first['msg']}") from exc
+    if not patterns_part:
+        patterns_part = {"include": [DEFAULT_PATTERNS]}
+    return settings, patterns_part
+
+
+DEFAULT_POLL_S = {"slurm": 10.0, "local": 1.0}
+
+
+def poll_interval_s(settings: MonitorSettings, executor: str) -> float:
+    return settings.poll_interval_s or DEFAULT_POLL_S.get(executor, 10.0)

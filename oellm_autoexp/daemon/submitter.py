@@ -1,0 +1,121 @@
+"""Submitting attempts without ever submitting one twice.
+
+Protocol: record the intent (with a unique tag) BEFORE sbatch, pass the tag as
+`--comment`, confirm the executor's job id after. A monitor that died in
+between finds an unconfirmed intent on resume and asks the executor for the
+tag: found, the job is adopted; not found, the intent is abandoned and the
+attempt submitted afresh. A failed sbatch spends no retry budget: the
+submission is tried again after `submit_retry_s`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from oellm_autoexp.adapters.executor import ExecutorError
+from oellm_autoexp.adapters.store import AttemptInfo, Intent, SQLiteStore
+from oellm_autoexp.adapters.submission import submit_plan
+from oellm_autoexp.core.plan import log_path_for
+from oellm_autoexp.daemon.watch import JobRuntime
+
+
+def _utc(now_s: float) -> datetime:
+    return datetime.fromtimestamp(now_s, UTC)
+
+
+def submit_tag(session_id: int, job_id: int, attempt_no: int) -> str:
+    """Unique per submission; safe inside an sbatch --comment (no spaces or quotes)."""
+    return f"autoexp-{session_id}-{job_id}-{attempt_no}-{uuid.uuid4().hex[:8]}"
+
+
+class Submitter:
+    def __init__(self, store: SQLiteStore, say: Callable[[str], None]) -> None:
+        self.store = store
+        self._say = say
+        self._due: dict[int, tuple[float, tuple[str, ...]]] = {}  # job id -> (when, --exclude nodes)
+
+    def schedule(self, job_id: int, at_s: float, exclude_nodes: tuple[str, ...]) -> None:
+        self._due[job_id] = (at_s, exclude_nodes)
+
+    def has_due(self) -> bool:
+        return bool(self._due)
+
+    def take_due(self, now: float) -> list[tuple[int, tuple[str, ...]]]:
+        ready = [(job_id, nodes) for job_id, (at_s, nodes) in self._due.items() if at_s <= now]
+        for job_id, _ in ready:
+            del self._due[job_id]
+        return ready
+
+    def submit(
+        self, rt: JobRuntime, exclude_nodes: tuple[str, ...], now: float, *, first_only: Sequence[str] = ()
+    ) -> AttemptInfo | None:
+        """Submit the job's next attempt; None if the executor refused (retried later).
+
+        `first_only` are sbatch args for this submission alone (a `--dependency`
+        names jobs that a restart must not wait for again).
+        """
+        job = rt.job
+        try:
+            adopted = self._adopt_pending(rt, now)
+        except ExecutorError as exc:
+            self._retry_later(rt, exclude_nodes, now, f"cannot check earlier submissions: {exc}")
+            return None
+        if adopted is not None:
+            return adopted
+        attempt_no = self.store.next_attempt_no(job.id)
+        tag = submit_tag(job.session_id, job.id, attempt_no)
+        attempt_id = self.store.record_intent(job.id, attempt_no, tag, now=_utc(now))
+        extra = [*first_only, f"--comment={tag}"]
+        if exclude_nodes:
+            extra.append(f"--exclude={','.join(exclude_nodes)}")
+        try:
+            executor_id = submit_plan(rt.executor, rt.plan, extra)
+        except ExecutorError as exc:
+            # sbatch may have failed after the controller took the job: ask for the tag.
+            try:
+                found = self._find(rt, tag)
+            except ExecutorError:
+                self._retry_later(rt, exclude_nodes, now, str(exc))
+                return None  # the intent stays open: resolved by its tag before the next try
+            if found is None:
+                self.store.abandon_intent(attempt_id, now=_utc(now))
+                self._retry_later(rt, exclude_nodes, now, str(exc))
+                return None
+            executor_id = found
+        self._confirm(rt, attempt_id, executor_id, now)
+        self._say(f"✓ Submitted {job.name} attempt {attempt_no}: job {executor_id}")
+        return self.store.latest_attempt(job.id)
+
+    def _adopt_pending(self, rt: JobRuntime, now: float) -> AttemptInfo | None:
+        for attempt in self.store.attempts_for_job(rt.job.id):
+            if attempt.intent == Intent.INTENDED.value:
+                adopted = self.resolve_intent(rt, attempt, now)
+                if adopted is not None:
+                    return adopted
+        return None
+
+    def _retry_later(self, rt: JobRuntime, exclude_nodes: tuple[str, ...], now: float, why: str) -> None:
+        self._say(f"✗ submitting {rt.job.name} failed: {why}; retrying in {rt.settings.submit_retry_s:g} s")
+        self.schedule(rt.job.id, now + rt.settings.submit_retry_s, exclude_nodes)
+        return None
+
+    def resolve_intent(self, rt: JobRuntime, attempt: AttemptInfo, now: float) -> AttemptInfo | None:
+        """An intent a dead monitor left unconfirmed: adopt the job if the executor knows the tag."""
+        executor_id = self._find(rt, attempt.submit_tag)
+        if executor_id is None:
+            self.store.abandon_intent(attempt.id, now=_utc(now))
+            self._say(f"{rt.job.name} attempt {attempt.attempt_no}: never reached the executor; abandoned")
+            return None
+        self._confirm(rt, attempt.id, executor_id, now)
+        self._say(f"{rt.job.name} attempt {attempt.attempt_no}: adopted job {executor_id} by its tag")
+        return self.store.latest_attempt(rt.job.id)
+
+    def _confirm(self, rt: JobRuntime, attempt_id: int, executor_id: str, now: float) -> None:
+        log_path = log_path_for(rt.plan, executor_id)
+        self.store.confirm_submitted(attempt_id, executor_id, now=_utc(now), log_path=log_path)
+
+    def _find(self, rt: JobRuntime, tag: str) -> str | None:
+        """The executor's id for a submission tag; ExecutorError when it cannot tell."""
+        return rt.executor.find_by_tag(tag)
