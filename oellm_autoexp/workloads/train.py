@@ -230,6 +230,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ctx.is_main:
         print(f"> initialized torch distributed: {distributed.describe(ctx)}", flush=True)
     code = Trainer(args, ctx, stop).run()
+    # The decision is made: a launcher's SIGTERM during teardown must not turn 75/0 into
+    # -15 (Python restores SIG_DFL for handled signals while it finalizes; SIG_IGN stays).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     distributed.shutdown()
     return code
 
