@@ -86,7 +86,14 @@ class SlurmExecutor:
         live = run_slurm_command(["squeue", "--noheader", "--states=all", "-o", "%i|%k"], self.timeout_s)
         found = find_comment(live.stdout, tag)
         if found is None:
-            argv = ["sacct", "--noheader", "--parsable2", "-X", "--format=JobID,Comment", "--starttime=now-7days"]
+            argv = [
+                "sacct",
+                "--noheader",
+                "--parsable2",
+                "-X",
+                "--format=JobID,Comment",
+                "--starttime=now-7days",
+            ]
             found = find_comment(run_slurm_command(argv, self.timeout_s).stdout, tag)
         return found
 

@@ -64,7 +64,9 @@ def _list_points(points: Any, source: str) -> list[dict[str, Any]]:
 
 def _name_points(combos: list[dict[str, Any]]) -> list[SweepPoint]:
     """Short names (last key segment) unless two points would collide; then full keys; then an index."""
-    for short in (True, False):
+    names = {k for c in combos for k in c}
+    short_ok = len({k.lstrip("+").split(".")[-1] for k in names}) == len(names)
+    for short in (True, False) if short_ok else (False,):
         keys = [_point_key(c, short) for c in combos]
         if len(set(keys)) == len(keys):
             break

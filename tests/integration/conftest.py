@@ -1,0 +1,77 @@
+"""Fixtures for the submission tests: run an experiment end to end through plan -> executor."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from oellm_autoexp.adapters.executor import Executor
+from oellm_autoexp.adapters.submission import make_executor, submit_plan
+from oellm_autoexp.config.experiment import load_jobs
+from oellm_autoexp.core.job_record import JobRecord
+from oellm_autoexp.core.job_state import is_terminal
+from oellm_autoexp.core.plan import JobPlan, build_plans, log_path_for
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DDP_SCRIPT = Path(__file__).parent / "ddp_script.py"
+JOB_DEADLINE_S = 240.0
+POLL_S = 0.5
+
+
+def wait_for_jobs(
+    executor: Executor, job_ids: list[str], timeout_s: float = JOB_DEADLINE_S
+) -> dict[str, JobRecord]:
+    """Poll until every job is terminal; after the deadline, the last records (tests then fail on state)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        seen = executor.query(job_ids)
+        if all(is_terminal(r.state) for r in seen.values()) or time.monotonic() > deadline:
+            return seen
+        time.sleep(POLL_S)
+
+
+@dataclass
+class Finished:
+    plan: JobPlan
+    record: JobRecord
+
+    @property
+    def log(self) -> str:
+        path = Path(log_path_for(self.plan, self.record.job_id))
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+@dataclass
+class Runner:
+    """Writes an experiment under tmp_path, plans it, submits every job and waits for all of them."""
+
+    tmp_path: Path
+
+    def plans(self, experiment: dict[str, Any], overrides: list[str] = ()) -> list[JobPlan]:
+        path = self.tmp_path / "experiment.yaml"
+        path.write_text(yaml.safe_dump(experiment, sort_keys=False))
+        return build_plans(load_jobs(path, list(overrides)), str(self.tmp_path))
+
+    def executor(self, name: str) -> Executor:
+        return make_executor(name, self.tmp_path / "state")
+
+    def run(self, experiment: dict[str, Any], overrides: list[str] = ()) -> list[Finished]:
+        plans = self.plans(experiment, overrides)
+        executor = self.executor(plans[0].executor)
+        ids = [submit_plan(executor, plan) for plan in plans]
+        final = wait_for_jobs(executor, ids)
+        return [Finished(plan, final[job_id]) for plan, job_id in zip(plans, ids, strict=True)]
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runner:
+    """Runs from tmp_path (a relative `touch pwned` would land there) with no user config dirs."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AUTOEXP_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("AUTOEXP_SHIPPED_CONFIG", raising=False)
+    return Runner(tmp_path)

@@ -1,0 +1,48 @@
+"""A tiny real DDP job (gloo on CPU) for the submission tests: train a linear model, all-reduce, save.
+
+Launched by torchrun. Rank 0 writes `<AUTOEXP_CHECKPOINT_DIR>/ddp_done.json` with the world size,
+the node ranks seen and the final weights, so a test can check that every process took part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=10)
+    args = parser.parse_args()
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = DistributedDataParallel(torch.nn.Linear(4, 1))
+    optim = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(args.steps):
+        x = torch.randn(8, 4) + rank  # different data per rank: the gradients must be all-reduced
+        loss = model(x).pow(2).mean()
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+    node_rank = torch.tensor([int(os.environ.get("GROUP_RANK", os.environ.get("NODE_RANK", "-1")))])
+    gathered = [torch.zeros_like(node_rank) for _ in range(world)]
+    dist.all_gather(gathered, node_rank)
+    print(f"rank {rank}/{world} loss {loss.item():.4f}", flush=True)
+    if rank == 0:
+        out = Path(os.environ["AUTOEXP_CHECKPOINT_DIR"]) / "ddp_done.json"
+        weights = model.module.weight.detach().flatten().tolist()
+        out.write_text(
+            json.dumps({"world_size": world, "node_ranks": [int(t) for t in gathered], "weights": weights})
+        )
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
