@@ -15,11 +15,14 @@ from pathlib import Path
 
 from oellm_autoexp.adapters.executor import Executor
 from oellm_autoexp.adapters.local_executor import LocalExecutor
-from oellm_autoexp.adapters.slurm_executor import SlurmExecutor
+from oellm_autoexp.adapters.slurm_executor import COMMAND_TIMEOUT_S, SlurmExecutor
 from oellm_autoexp.core.plan import JobPlan, log_path_for
+from oellm_autoexp.errors import UserError
 
 STATE_DIR_ENV = "AUTOEXP_STATE_DIR"
 DEFAULT_STATE_DIR = ".oellm_state"
+# Seconds before a hanging sbatch/squeue/sacct/scancel counts as "no answer" (default COMMAND_TIMEOUT_S).
+SLURM_TIMEOUT_ENV = "AUTOEXP_SLURM_TIMEOUT_S"
 SUBMISSIONS_FILE = "submissions.jsonl"  # in each job's output dir: one line per submission
 
 
@@ -31,7 +34,21 @@ def make_executor(name: str, state: Path) -> Executor:
     """The executor a plan names: "slurm" or "local" (whose job state lives under `state`)."""
     if name == "local":
         return LocalExecutor(state)
-    return SlurmExecutor()
+    return SlurmExecutor(timeout_s=slurm_timeout_s())
+
+
+def slurm_timeout_s() -> float:
+    """The Slurm command timeout: $AUTOEXP_SLURM_TIMEOUT_S, else COMMAND_TIMEOUT_S."""
+    raw = os.environ.get(SLURM_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return COMMAND_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise UserError(f"{SLURM_TIMEOUT_ENV}={raw!r}: expected a number of seconds > 0")
+    return value
 
 
 def write_script(plan: JobPlan) -> Path:
