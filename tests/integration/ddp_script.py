@@ -41,6 +41,9 @@ def main() -> None:
         out.write_text(
             json.dumps({"world_size": world, "node_ranks": [int(t) for t in gathered], "weights": weights})
         )
+    # Without this barrier gloo sometimes aborts rank 0 ("terminate called without an active
+    # exception") when the other rank tears down its pairs first.
+    dist.barrier()
     dist.destroy_process_group()
 
 
