@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from oellm_autoexp.adapters.store import SQLiteStore
@@ -44,7 +45,14 @@ def monitor_session_command(args: argparse.Namespace) -> int:
         store.close()
 
 
-def monitor_in_foreground(store: SQLiteStore, state: Path, session_ids: list[int]) -> int:
+def monitor_in_foreground(
+    store: SQLiteStore,
+    state: Path,
+    session_ids: list[int],
+    *,
+    say: Callable[[str], None] | None = None,
+    on_poll: Callable[[], None] | None = None,
+) -> int:
     """Run the monitor here until the sessions finish or SIGTERM/SIGINT arrives."""
     stop = threading.Event()
 
@@ -54,7 +62,7 @@ def monitor_in_foreground(store: SQLiteStore, state: Path, session_ids: list[int
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return Monitor(store, session_ids, state_dir=state).run(stop)
+        return Monitor(store, session_ids, state_dir=state, say=say, on_poll=on_poll).run(stop)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

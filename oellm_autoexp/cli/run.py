@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 
 from oellm_autoexp.adapters.submission import state_dir
+from oellm_autoexp.cli._live import LiveView
 from oellm_autoexp.cli._views import render_table
 from oellm_autoexp.cli.monitor_session import monitor_in_foreground
 from oellm_autoexp.cli.status import STATUS_COLUMNS, status_rows
@@ -31,7 +32,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run_command(args: argparse.Namespace) -> int:
     store, session, _failed = submit_session(args)
     with store:
-        code = monitor_in_foreground(store, state_dir(getattr(args, "state_dir", None)), [session.id])
+        view = LiveView(lambda: render_table(status_rows(store, session), STATUS_COLUMNS))
+        code = monitor_in_foreground(
+            store,
+            state_dir(getattr(args, "state_dir", None)),
+            [session.id],
+            say=view.say,
+            on_poll=view.redraw,
+        )
         print(render_table(status_rows(store, store.get_session(session.id) or session), STATUS_COLUMNS))
         for job in store.jobs_for_session(session.id):
             latest = store.latest_attempt(job.id)

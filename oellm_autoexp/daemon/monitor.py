@@ -73,12 +73,14 @@ class Monitor:
         state_dir: Path,
         clock: Callable[[], float] = time.time,
         say: Callable[[str], None] | None = None,
+        on_poll: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.session_ids = list(session_ids)
         self.state_dir = state_dir
         self.clock = clock
         self._say_to = say or _print_line
+        self._on_poll = on_poll  # e.g. a terminal status view redrawing after each poll
         self._events: queue.Queue[object] = queue.Queue()
         self._deferred: list[object] = []
         self._runtimes: dict[int, JobRuntime] = {}  # job id -> runtime
@@ -294,6 +296,8 @@ class Monitor:
         for lives in by_executor.values():
             self._poll_executor(lives, now)
         self._check_hangs(now)
+        if self._on_poll is not None:
+            self._on_poll()
         if self._dirty:
             self._write_snapshot()
 
