@@ -23,6 +23,10 @@ from oellm_autoexp.daemon.settings import MonitorSettings
 
 # Node names come from these named groups of hardware/NCCL patterns.
 _NODE_GROUPS = ("node", "host", "hostname")
+# Causes that blame the node they name (policy `exclude_failing_node`). A cancel, time limit,
+# preemption or a task's exit line also names a node, but says nothing bad about it: excluding
+# it would soon leave no node to run on.
+NODE_FAULT_ERROR_TYPES = frozenset({"gpu_hardware", "node_failure", "nccl", "nccl_timeout"})
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,8 @@ def progress_event(signal: Signal) -> ProgressEvent | None:
 
 
 def node_of(signal: Signal | None) -> str | None:
-    if signal is None:
+    """The node a hardware/NCCL cause blames; None for other causes (see NODE_FAULT_ERROR_TYPES)."""
+    if signal is None or signal.error_type not in NODE_FAULT_ERROR_TYPES:
         return None
     for key in _NODE_GROUPS:
         if signal.groups.get(key):
