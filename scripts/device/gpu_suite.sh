@@ -56,7 +56,7 @@ step() {
 sigusr1_then_resume() {
   local log=$L/train_sigusr1.log ck=$W/ck/sigusr1
   local t0=$SECONDS
-  echo "\$ ${TRUN[*]} ${TRAIN[*]} --steps 5000 --save-interval 1000 --step-time-s 0.05 --ckpt-dir $ck" > "$log"
+  echo "\$ ${TRUN[*]} ${TRAIN[*]} --steps 5000 --save-interval 1000 --step-time-s 0.05 --log-interval 20 --ckpt-dir $ck" > "$log"
   timeout -k 10 240 "${TRUN[@]}" "${TRAIN[@]}" --steps 5000 --save-interval 1000 --step-time-s 0.05 \
     --log-interval 20 --ckpt-dir "$ck" >> "$log" 2>&1 &
   local tp=$!

@@ -1,0 +1,158 @@
+"""Pure helpers of the workloads: checkpoint names, log lines, bandwidth and balance arithmetic."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+import pytest
+
+from oellm_autoexp.workloads import checkpoint_names as names
+from oellm_autoexp.workloads import log_lines, metrics
+
+
+@pytest.mark.parametrize(
+    ("iteration", "expected"),
+    [(0, "iter_0000000.pt"), (20, "iter_0000020.pt"), (1234567, "iter_1234567.pt")],
+)
+def test_checkpoint_name_is_megatron_style(iteration: int, expected: str) -> None:
+    """Checkpoint files are named iter_%07d.pt and parse back to their iteration."""
+    assert names.checkpoint_name(iteration) == expected
+    assert names.parse_iteration(expected) == iteration
+    assert names.temporary_name(iteration) == expected + ".tmp"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "iter_0000020.pt.tmp",
+        "iter_.pt",
+        "latest_checkpointed_iteration.txt",
+        "iter_0000020.pth",
+        "xiter_0000020.pt",
+    ],
+)
+def test_only_complete_checkpoint_names_parse(name: str) -> None:
+    """Half-written (.tmp) files and unrelated names are never taken for a checkpoint."""
+    assert names.parse_iteration(name) is None
+
+
+@pytest.mark.parametrize(
+    ("listing", "expected"),
+    [
+        ([], None),
+        (["iter_0000010.pt", "iter_0000020.pt"], (20, "iter_0000020.pt")),
+        (["iter_0000020.pt", "iter_0000030.pt.tmp"], (20, "iter_0000020.pt")),
+        (["iter_0000100.pt", "iter_0000020.pt", "iter_0000090.pt"], (100, "iter_0000100.pt")),
+        (["iter_0000030.pt.tmp", "latest_checkpointed_iteration.txt"], None),
+    ],
+)
+def test_latest_is_newest_complete(listing: list[str], expected: tuple[int, str] | None) -> None:
+    """Resume picks the highest iteration among complete files (numeric, not listing order)."""
+    assert names.latest_checkpoint(listing) == expected
+
+
+@pytest.mark.parametrize(
+    ("keep", "expected"),
+    [
+        (0, []),
+        (3, ["iter_0000010.pt"]),
+        (1, ["iter_0000010.pt", "iter_0000020.pt", "iter_0000030.pt"]),
+        (9, []),
+    ],
+)
+def test_pruning_keeps_the_newest(keep: int, expected: list[str]) -> None:
+    """Pruning deletes only complete checkpoints older than the newest `keep` (0 keeps all)."""
+    listing = [
+        "iter_0000040.pt",
+        "iter_0000010.pt",
+        "iter_0000030.pt",
+        "iter_0000020.pt",
+        "iter_0000050.pt.tmp",
+    ]
+    assert names.checkpoints_to_delete(listing, keep) == expected
+
+
+def test_stale_temporaries_are_only_checkpoint_tmp_files() -> None:
+    """Leftover .tmp files of checkpoint saves are found; other files are left alone."""
+    listing = ["iter_0000050.pt.tmp", "iter_0000040.pt", "notes.tmp", "latest_checkpointed_iteration.txt.tmp"]
+    assert names.stale_temporaries(listing) == ["iter_0000050.pt.tmp"]
+
+
+def test_iteration_line_has_megatron_shape() -> None:
+    """The iteration line matches the Megatron-style shape the classifier parses, field by field."""
+    stats = log_lines.IterationStats(
+        iteration=10,
+        total_iterations=100,
+        consumed_samples=640,
+        elapsed_ms_per_iteration=12.34,
+        learning_rate=1e-3,
+        global_batch_size=64,
+        lm_loss=2.345678,
+        grad_norm=0.123,
+    )
+    line = log_lines.format_iteration_line(stats, datetime(2026, 11, 22, 10, 30, 0))
+    assert line.startswith(
+        " [2026-11-22 10:30:00] iteration       10/     100 | consumed samples: 640 | "
+        "elapsed time per iteration (ms): 12.3 | learning rate: 1.0E-03 | global batch size: 64 | "
+        "lm loss: 2.345678E+00 | loss scale: 1.0 | grad norm: 0.123 |"
+    )
+    assert line.endswith("| number of skipped iterations: 0 | number of nan iterations: 0 |")
+
+
+def test_nan_loss_prints_as_megatron_does() -> None:
+    """A NaN loss prints as `lm loss: NAN` (Python's %E of NaN), like Megatron's log."""
+    stats = log_lines.IterationStats(5, 10, 80, 1.0, 1e-3, 16, math.nan, math.nan, nan_iterations=1)
+    line = log_lines.format_iteration_line(stats, datetime(2026, 11, 22))
+    assert "| lm loss: NAN |" in line
+    assert "| number of nan iterations: 1 |" in line
+
+
+def test_checkpoint_lines() -> None:
+    """Save/load lines carry the iteration and directory in Megatron's words."""
+    assert log_lines.saving_line(20, "ck") == "saving checkpoint at iteration 20 to ck"
+    assert log_lines.saved_line(20, "ck").strip() == "successfully saved checkpoint from iteration 20 to ck"
+    assert "SIGUSR1 at iteration 7" in log_lines.signal_exit_line(["SIGUSR1"], 7)
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "seconds", "world", "busbw"),
+    [
+        (1_000_000_000, 1.0, 1, 0.0),
+        (1_000_000_000, 1.0, 2, 1.0),
+        (1_000_000_000, 1.0, 4, 1.5),
+        (1_000_000_000, 0.5, 8, 3.5),
+    ],
+)
+def test_bus_bandwidth_is_nccl_tests_formula(nbytes: int, seconds: float, world: int, busbw: float) -> None:
+    """busbw = (bytes / time) * 2(n-1)/n in GB/s, as nccl-tests reports it; 0 for one rank."""
+    assert metrics.allreduce_busbw_gbps(nbytes, seconds, world) == pytest.approx(busbw)
+
+
+def test_gemm_tflops_counts_two_flops_per_multiply_add() -> None:
+    """An n^3 product is 2n^3 FLOPs: 1000 products of 1000^3 in 2 s are 1 TFLOP/s."""
+    assert metrics.gemm_tflops(1000, 1000, 1000, 1000, 2.0) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("losses", "ok"),
+    [
+        ([1.0, 0.4], True),
+        ([1.0, 0.6], False),
+        ([1.0], False),
+        ([math.nan, 0.1], False),
+        ([1.0, math.nan], False),
+    ],
+)
+def test_loss_decreased(losses: list[float], ok: bool) -> None:
+    """The smoke check passes only when the last loss is finite and below half the first."""
+    assert metrics.loss_decreased(losses, 0.5) is ok
+
+
+def test_round_robin_and_balance() -> None:
+    """Workers are dealt round-robin over devices; balance is min/max of the per-device counts."""
+    assert metrics.round_robin(5, ["cuda:0", "cuda:1"]) == ["cuda:0", "cuda:1", "cuda:0", "cuda:1", "cuda:0"]
+    assert metrics.device_balance({"cuda:0": 3, "cuda:1": 2}) == pytest.approx(2 / 3)
+    assert metrics.device_balance({"cuda:0": 0, "cuda:1": 0}) == 0.0
+    with pytest.raises(ValueError):
+        metrics.round_robin(2, [])
