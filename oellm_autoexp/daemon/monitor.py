@@ -197,7 +197,10 @@ class Monitor:
                     self._runtimes[job.id] = job_runtime(job, self.state_dir)
 
     def _finished(self) -> bool:
-        active = [j for j in self._runtimes if self._job_status(j) == JobStatus.ACTIVE.value]
+        # A job stopped from outside (`autoexp cancel`) or by a decision that cancelled it is not
+        # finished until its attempt's end is seen: that end is recorded and judged too.
+        watched = {live.runtime.job.id for live in self._live.values()}
+        active = [j for j in self._runtimes if j in watched or self._job_status(j) == JobStatus.ACTIVE.value]
         return not active and not self._submitter.has_due()
 
     def _job_status(self, job_id: int) -> str:
