@@ -249,6 +249,11 @@ class Monitor:
     # -- submitting -----------------------------------------------------------------------------
 
     def _submit(self, rt: JobRuntime, exclude_nodes: tuple[str, ...], now: float) -> None:
+        status = self._job_status(rt.job.id)
+        if status != JobStatus.ACTIVE.value:
+            # `autoexp cancel` during a restart's cooldown: the restart is dropped.
+            self._say(f"{rt.job.name}: not resubmitting: the job is {status}")
+            return
         attempt = self._submitter.submit(rt, exclude_nodes, now)
         if attempt is not None:
             self._attach(rt, attempt, now)
