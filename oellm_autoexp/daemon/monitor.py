@@ -56,6 +56,7 @@ from oellm_autoexp.daemon.watch import (
 
 FLUSH_WAIT_S = 2.0  # how long a job's end waits for the tailer to read its last lines
 QUEUE_WAIT_S = 0.5  # the loop wakes at least this often to notice a stop request
+LOCK_LOST_EXIT = 3  # run()'s exit code when another monitor took over a session
 
 
 def _utc(now_s: float) -> datetime:
@@ -90,11 +91,12 @@ class Monitor:
         self._tailer: LogTailer | None = None
         self._submitter = Submitter(store, self._say)
         self._dirty = True
+        self._lock_lost = False  # a heartbeat found another monitor holding a session: stop
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event | None = None) -> int:
-        """Monitor until every job is finished; 0 if all completed, 1 otherwise."""
+        """Monitor until every job is finished; 0 if all completed, 1 otherwise, 3 if the lock was lost."""
         stop = stop or threading.Event()
         self._lock_sessions()
         try:
@@ -109,9 +111,9 @@ class Monitor:
                 self._tailer = tailer
                 self._resume(self.clock())
                 self._poll(self.clock())
-                while not stop.is_set() and not self._finished():
+                while not stop.is_set() and not self._lock_lost and not self._finished():
                     self._handle(self._next_event())
-            return self._exit_code()
+            return LOCK_LOST_EXIT if self._lock_lost else self._exit_code()
         finally:
             self._tailer = None
             self._write_snapshot()
@@ -188,7 +190,11 @@ class Monitor:
 
     def _heartbeat(self, now: float) -> None:
         for sid in self.session_ids:
-            self.store.heartbeat(sid, pid=self._pid, host=self._host, now=_utc(now))
+            if not self.store.heartbeat(sid, pid=self._pid, host=self._host, now=_utc(now)):
+                # Another monitor took the lock (ours looked stale): deciding beside it could
+                # submit jobs twice. Stop; the jobs go on under the new holder.
+                self._say(f"session {sid}: the monitor lock was taken over by another monitor; stopping")
+                self._lock_lost = True
 
     def _load_runtimes(self) -> None:
         for sid in self.session_ids:
