@@ -36,7 +36,7 @@ from oellm_autoexp.core import progress
 from oellm_autoexp.core.classify import Classifier, evidence
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState, is_terminal
-from oellm_autoexp.core.outcome import Outcome, OutcomeKind
+from oellm_autoexp.core.outcome import Outcome
 from oellm_autoexp.core.policy import Decision, DecisionAction, decide
 from oellm_autoexp.daemon.scheduler import Ticker
 from oellm_autoexp.daemon.session import job_runtime
@@ -52,6 +52,7 @@ from oellm_autoexp.daemon.watch import (
     lost_outcome,
     progress_event,
     running_outcome,
+    stopped_status,
 )
 
 FLUSH_WAIT_S = 2.0  # how long a job's end waits for the tailer to read its last lines
@@ -237,15 +238,15 @@ class Monitor:
     def _judge_unwatched_end(self, rt: JobRuntime, attempt: AttemptInfo, now: float) -> None:
         """An attempt that ended while no monitor watched: decide now, unless that was done."""
         decided = [d for d in self.store.decisions_for_job(rt.job.id) if d.attempt_id == attempt.id]
+        evidence = decided[-1].evidence if decided and isinstance(decided[-1].evidence, dict) else {}
         if decided and decided[-1].action == DecisionAction.RESTART.value:
-            nodes = (
-                tuple(decided[-1].evidence.get("exclude_nodes", []))
-                if isinstance(decided[-1].evidence, dict)
-                else ()
-            )
-            self._submit(rt, nodes, now)
+            self._submit(rt, tuple(evidence.get("exclude_nodes", [])), now)
             return
-        if decided:
+        if decided and decided[-1].action in (DecisionAction.STOP.value, DecisionAction.NOTIFY.value):
+            # The earlier monitor died between recording the stop and setting the job's status.
+            self.store.set_job_status(
+                rt.job.id, stopped_status(evidence.get("kind")).value, decided[-1].reason
+            )
             return
         live = self._attach(rt, attempt, now, watch=False)
         self._prime(live, read_all=True)
@@ -446,13 +447,7 @@ class Monitor:
             self._submit(self._runtimes[job_id], nodes, now)
 
     def _stop_job(self, rt: JobRuntime, outcome: Outcome, decision: Decision) -> None:
-        if outcome.kind is OutcomeKind.SUCCESS:
-            status = JobStatus.COMPLETED
-        elif outcome.kind is OutcomeKind.USER_CANCELLED:
-            status = JobStatus.CANCELLED_BY_USER
-        else:
-            status = JobStatus.STOPPED
-        self.store.set_job_status(rt.job.id, status.value, decision.reason)
+        self.store.set_job_status(rt.job.id, stopped_status(outcome.kind).value, decision.reason)
 
     def _cancel(self, live: LiveAttempt) -> None:
         try:

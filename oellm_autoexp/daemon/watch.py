@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oellm_autoexp.adapters.executor import Executor
-from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo
+from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo, JobStatus
 from oellm_autoexp.core import progress
 from oellm_autoexp.core.classify import Classifier
 from oellm_autoexp.core.job_record import JobRecord
@@ -118,6 +118,15 @@ def hang_outcome(verdict: HangVerdict) -> Outcome:
 def lost_outcome() -> Outcome:
     """A job that stayed unknown to squeue and sacct past the deadline: gone without a trace."""
     return Outcome(JobState.FAILED, "lost", subsystem="slurm", signal="unknown_deadline")
+
+
+def stopped_status(kind: OutcomeKind | str | None) -> JobStatus:
+    """A job's status once a stop decision about an outcome of this kind is carried out."""
+    if kind == OutcomeKind.SUCCESS.value:
+        return JobStatus.COMPLETED
+    if kind == OutcomeKind.USER_CANCELLED.value:
+        return JobStatus.CANCELLED_BY_USER
+    return JobStatus.STOPPED
 
 
 def decision_evidence(outcome: Outcome, decision: Decision, iteration: int | None,
