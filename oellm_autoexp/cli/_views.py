@@ -56,7 +56,11 @@ def explain_lines(
         exit_code = "-" if a.exit_code is None else a.exit_code
         out.append(f"  attempt {a.attempt_no}: job {a.executor_job_id or '-'} {a.state.value} "
                    f"exit={exit_code} nodes={nodes} log={a.log_path or '-'}")  # fmt: skip
-        for d in by_attempt.get(a.id, []):
+        for d in by_attempt.pop(a.id, []):
+            out.extend(_decision_lines(d))
+    if rest := [d for ds in by_attempt.values() for d in ds]:
+        out.append("  no attempt:")  # recorded without an attempt, or for one not listed
+        for d in sorted(rest, key=lambda d: d.id):
             out.extend(_decision_lines(d))
     return out
 
