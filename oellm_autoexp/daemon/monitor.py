@@ -57,6 +57,8 @@ from oellm_autoexp.daemon.watch import (
 
 FLUSH_WAIT_S = 2.0  # how long a job's end waits for the tailer to read its last lines
 QUEUE_WAIT_S = 0.5  # the loop wakes at least this often to notice a stop request
+# Extra polls after a fatal line (seconds from it): the process usually exits within a few seconds.
+FATAL_FOLLOW_UP_POLLS_S = (0.5, 1.5, 3.0, 6.0)
 LOCK_LOST_EXIT = 3  # run()'s exit code when another monitor took over a session
 
 
@@ -90,6 +92,7 @@ class Monitor:
         self._by_log: dict[str, LiveAttempt] = {}  # absolute log path -> live attempt
         self._pid, self._host = os.getpid(), socket.gethostname()
         self._tailer: LogTailer | None = None
+        self._ticker: Ticker | None = None
         self._submitter = Submitter(store, self._say)
         self._dirty = True
         self._lock_lost = False  # a heartbeat found another monitor holding a session: stop
@@ -108,8 +111,8 @@ class Monitor:
                          default=10.0)  # fmt: skip
             with LogTailer(self._events.put, self.store, mode=mode, commit_on_emit=False,
                            poll_interval_s=min(s.log_poll_interval_s for s in settings) if settings else 2.0
-                           ) as tailer, Ticker(self._events.put, self._intervals(poll_s)):  # fmt: skip
-                self._tailer = tailer
+                           ) as tailer, Ticker(self._events.put, self._intervals(poll_s)) as ticker:  # fmt: skip
+                self._tailer, self._ticker = tailer, ticker
                 self._resume(self.clock())
                 self._poll(self.clock())
                 while not stop.is_set() and not self._lock_lost and not self._finished():
@@ -494,10 +497,16 @@ class Monitor:
         live.tracker = tracker
         new_roots = [s for s in signals if s.is_cause_candidate]
         self._record_signals(live, now)
-        if new_roots and not live.decided_early and live.state is JobState.RUNNING:
-            cause = live.classifier.root_cause()
-            if cause is not None:
-                self._decide(live, running_outcome(cause), now)
+        if not new_roots or live.decided_early:
+            return
+        # A fatal line usually means the job ends within seconds: look at Slurm soon
+        # rather than at the next regular poll.
+        if self._ticker is not None:
+            self._ticker.soon("poll", FATAL_FOLLOW_UP_POLLS_S)
+        # Lines in its log mean the job runs, even before a poll has seen it RUNNING.
+        cause = live.classifier.root_cause()
+        if cause is not None and not is_terminal(live.state):
+            self._decide(live, running_outcome(cause), now)
 
     def _record_signals(self, live: LiveAttempt, now: float) -> None:
         fresh = live.classifier.signals[live.signals_recorded :]

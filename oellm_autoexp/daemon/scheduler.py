@@ -7,7 +7,8 @@ into one, and `max_instances=1` keeps a slow put from piling up.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -16,12 +17,19 @@ class Ticker:
     """Puts each name of `intervals` on the queue every that many seconds (a context manager)."""
 
     def __init__(self, put: Callable[[object], None], intervals: Mapping[str, float]) -> None:
+        self._put = put
         self._scheduler = BackgroundScheduler(
             daemon=True,
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
         )
         for name, seconds in intervals.items():
             self._scheduler.add_job(put, "interval", args=[name], seconds=seconds, id=name)
+
+    def soon(self, name: str, delays_s: Sequence[float]) -> None:
+        """Put `name` on the queue once after each of these delays, besides its interval."""
+        now = datetime.now(UTC)
+        for delay in delays_s:
+            self._scheduler.add_job(self._put, "date", args=[name], run_date=now + timedelta(seconds=delay))
 
     def __enter__(self) -> Ticker:
         self._scheduler.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,11 +57,25 @@ def session_name(experiment: str, now: datetime) -> str:
 
 def restart_policy(section: dict[str, Any], source: str) -> RestartPolicy:
     if section:
-        return load_policy(section, source=f"{source}: restart")
+        return _cached(
+            ("restart", source), section, lambda: load_policy(section, source=f"{source}: restart")
+        )
     import yaml  # the shipped default, read once per job runtime
 
     path = shipped_config_dir() / "restart" / f"{DEFAULT_POLICY}.yaml"
     return load_policy(yaml.safe_load(path.read_text(encoding="utf-8")), source=str(path))
+
+
+# Sweeps share their monitoring and restart sections: parse each distinct one once
+# (YAML pattern files and regex compilation cost ~50 ms a job).
+_PARSED: dict[str, Any] = {}
+
+
+def _cached(kind: tuple[str, ...], section: Any, build: Callable[[], Any]) -> Any:
+    key = json.dumps([kind[0], section], sort_keys=True, default=str)
+    if key not in _PARSED:
+        _PARSED[key] = build()
+    return _PARSED[key]
 
 
 def job_runtime(job: JobInfo, state_dir: Path) -> JobRuntime:
@@ -68,7 +83,11 @@ def job_runtime(job: JobInfo, state_dir: Path) -> JobRuntime:
     plan = plan_from_dict(job.plan)
     source = f"job {job.name}"
     settings, pattern_part = split_monitoring(plan.config.monitoring, source)
-    patterns = pattern_set_from_mapping(pattern_part, f"{source}: monitoring", monitoring_dirs())
+    patterns = _cached(
+        ("patterns",),
+        pattern_part,
+        lambda: pattern_set_from_mapping(pattern_part, f"{source}: monitoring", monitoring_dirs()),
+    )
     policy = restart_policy(plan.config.restart, source)
     executor = make_executor(plan.executor, state_dir)
     return JobRuntime(job, plan, policy, settings, executor, patterns)
