@@ -59,6 +59,7 @@ FLUSH_WAIT_S = 2.0  # how long a job's end waits for the tailer to read its last
 QUEUE_WAIT_S = 0.5  # the loop wakes at least this often to notice a stop request
 # Extra polls after a fatal line (seconds from it): the process usually exits within a few seconds.
 FATAL_FOLLOW_UP_POLLS_S = (0.5, 1.5, 3.0, 6.0)
+DEFAULT_LOCK_STALE_S = 120.0  # sessions without active jobs (MonitorSettings.lock_stale_after_s)
 LOCK_LOST_EXIT = 3  # run()'s exit code when another monitor took over a session
 
 
@@ -102,9 +103,9 @@ class Monitor:
     def run(self, stop: threading.Event | None = None) -> int:
         """Monitor until every job is finished; 0 if all completed, 1 otherwise, 3 if the lock was lost."""
         stop = stop or threading.Event()
+        self._load_runtimes()  # first: the lock's staleness limit is a job setting
         self._lock_sessions()
         try:
-            self._load_runtimes()
             settings = [rt.settings for rt in self._runtimes.values()]
             mode = settings[0].log_watch if settings else "auto"
             poll_s = min((poll_interval_s(rt.settings, rt.executor.name) for rt in self._runtimes.values()),
@@ -155,6 +156,8 @@ class Monitor:
 
     def _lock_sessions(self) -> None:
         now = self.clock()
+        stale_after_s = min((rt.settings.lock_stale_after_s for rt in self._runtimes.values()),
+                            default=DEFAULT_LOCK_STALE_S)  # fmt: skip
         taken: list[int] = []
         try:
             for sid in self.session_ids:
@@ -169,7 +172,12 @@ class Monitor:
                     else None
                 )
                 self.store.acquire_monitor_lock_or_raise(
-                    sid, pid=self._pid, host=self._host, now=_utc(now), stale_after_s=120.0, dead_pid=dead
+                    sid,
+                    pid=self._pid,
+                    host=self._host,
+                    now=_utc(now),
+                    stale_after_s=stale_after_s,
+                    dead_pid=dead,
                 )
                 taken.append(sid)
         except BaseException:
