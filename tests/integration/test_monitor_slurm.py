@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -518,6 +519,21 @@ def test_second_monitor_on_the_same_session_is_refused(autoexp: AutoexpEnv) -> N
     assert "Traceback" not in second.stderr
     autoexp.flag("release")
     assert autoexp.finish(monitor) == 0, autoexp.output(monitor)
+    assert autoexp.reasons() == [("stop", COMPLETED)]
+
+
+def test_stale_lock_is_taken_after_the_configured_time(autoexp: AutoexpEnv) -> None:
+    """A lock whose holder (a live process) stopped heartbeating longer ago than
+    `monitoring.lock_stale_after_s` is free: `monitor-session` takes it and finishes the job."""
+    script = autoexp.script('echo "attempt $n done"\n')
+    path = autoexp.experiment(["bash", str(script)], {"lock_stale_after_s": 5})
+    submitted = autoexp.cli("submit", str(path), "--no-monitor")
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    stale = datetime.now(UTC) - timedelta(seconds=30)  # held by this (live) test process, long silent
+    assert autoexp.read(lambda s: s.acquire_monitor_lock(1, pid=os.getpid(), host=socket.gethostname(),
+                                                         now=stale, stale_after_s=60))  # fmt: skip
+    done = autoexp.cli("monitor-session", "--session-id", "1", timeout_s=60)
+    assert done.returncode == 0, done.stdout + done.stderr
     assert autoexp.reasons() == [("stop", COMPLETED)]
 
 
