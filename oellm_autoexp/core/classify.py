@@ -23,6 +23,7 @@ import bisect
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from oellm_autoexp.core.signals import PatternSet, Signal, SignalPattern, as_pattern_set
 
@@ -35,30 +36,90 @@ EVIDENCE_LINES = 8
 _RANK_PREFIX = re.compile(r"\s*(?:\[(?:rank|default)(\d+)\]:|(\d+): )")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One pattern, flattened: pydantic attribute access is too slow for the hot loop."""
+
+    pattern: SignalPattern
+    compiled: re.Pattern[str]
+    keywords: tuple[str, ...]
+    ignore_case: bool
+    after: str | None
+    within_lines: int
+    fallback: bool
+    explains: bool  # a non-fallback root/cascade: its hit drops fallback hits on the line
+
+
+@dataclass(frozen=True, slots=True)
 class _Index:
     """A PatternSet prepared for matching; built once per PatternSet."""
 
-    patterns: tuple[SignalPattern, ...]
+    entries: tuple[_Entry, ...]
     always: bool  # some pattern has no keyword: every line is a candidate
     prefilter: re.Pattern[str] | None  # any keyword of any pattern
+    # The same keywords per case mode. Searching again one character after each hit
+    # reports the longest keyword at every start position that has one, so every
+    # keyword in a line is a substring of some report (overlaps included).
+    sensitive_words: re.Pattern[str] | None
+    insensitive_words: re.Pattern[str] | None
+    by_keyword: dict[str, tuple[int, ...]]  # reported keyword -> entries it admits (filled lazily)
+    unfiltered: tuple[int, ...]  # entries without keywords: always tried
+
+
+def _trie_regex(words: set[str], ignore_case: bool) -> str:
+    """One regex for many literals, common prefixes factored out.
+
+    sre tries alternatives one after the other; factored, most fail on their
+    first character, which makes the whole-text scan several times faster.
+    """
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for ch in word.lower() if ignore_case else word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict[str, Any]) -> str:
+        alternatives = [re.escape(ch) + build(sub) for ch, sub in sorted(node.items()) if ch]
+        if not alternatives:
+            return ""
+        body = alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
+        if "" in node:  # a word ends here: the rest is optional
+            return ("(?:" + body + ")?") if len(alternatives) == 1 else body + "?"
+        return body
+
+    regex = build(trie)
+    return f"(?i:{regex})" if ignore_case else regex
 
 
 def _index(patterns: PatternSet) -> _Index:
     cached = patterns.cache.get("classify_index")
     if isinstance(cached, _Index):
         return cached
-    sensitive = {k for p in patterns.patterns if not p.ignore_case for k in p.prefilter_keywords}
-    insensitive = {k for p in patterns.patterns if p.ignore_case for k in p.prefilter_keywords}
-    parts = [re.escape(k) for k in sorted(sensitive, key=len, reverse=True)]
-    if insensitive:
-        parts.append(
-            "(?i:" + "|".join(re.escape(k) for k in sorted(insensitive, key=len, reverse=True)) + ")"
+    entries = tuple(
+        _Entry(
+            pattern=p,
+            compiled=p.compiled,
+            keywords=p.prefilter_keywords,
+            ignore_case=p.ignore_case,
+            after=p.after,
+            within_lines=p.within_lines,
+            fallback=p.fallback,
+            explains=not p.fallback and p.role in ("root", "cascade"),
         )
+        for p in patterns.patterns
+    )
+    sensitive = {k for e in entries if not e.ignore_case for k in e.keywords}
+    insensitive = {k for e in entries if e.ignore_case for k in e.keywords}
+    parts = [_trie_regex(words, case) for words, case in ((sensitive, False), (insensitive, True)) if words]
     index = _Index(
-        patterns=tuple(patterns.patterns),
-        always=any(not p.prefilter_keywords for p in patterns.patterns),
+        entries=entries,
+        always=any(not e.keywords for e in entries),
         prefilter=re.compile("|".join(parts)) if parts else None,
+        sensitive_words=re.compile(_trie_regex(sensitive, False)) if sensitive else None,
+        insensitive_words=re.compile(_trie_regex(insensitive, True)) if insensitive else None,
+        by_keyword={},
+        unfiltered=tuple(i for i, e in enumerate(entries) if not e.keywords),
     )
     patterns.cache["classify_index"] = index
     return index
@@ -72,6 +133,31 @@ def _rank_of(line: str, groups: dict[str, str]) -> int | None:
     return int(value) if value is not None and value.isdigit() else None
 
 
+def _entries_for(line: str, index: _Index) -> list[int]:
+    """Indices of the entries whose keywords occur in `line`, in pattern order."""
+    found: set[int] = set(index.unfiltered)
+    for regex, ignore_case in ((index.sensitive_words, False), (index.insensitive_words, True)):
+        if regex is None:
+            continue
+        reports: set[str] = set()
+        match = regex.search(line)
+        while match is not None:
+            reports.add(match.group())
+            match = regex.search(line, match.start() + 1)
+        for reported in reports:
+            key = reported.lower() if ignore_case else reported
+            admitted = index.by_keyword.get(key)
+            if admitted is None:
+                admitted = tuple(
+                    i
+                    for i, e in enumerate(index.entries)
+                    if e.ignore_case == ignore_case and any(k in key for k in e.keywords)
+                )
+                index.by_keyword[key] = admitted
+            found.update(admitted)
+    return sorted(found)
+
+
 def _match_line(
     line: str,
     index: _Index,
@@ -79,34 +165,24 @@ def _match_line(
     last_hit: dict[str, int] | None,
     source: str | None,
 ) -> list[Signal]:
-    hits: list[tuple[SignalPattern, re.Match[str]]] = []
-    lowered: str | None = None
-    for pattern in index.patterns:
-        keywords = pattern.prefilter_keywords
-        if keywords:
-            if pattern.ignore_case:
-                lowered = line.lower() if lowered is None else lowered
-                haystack = lowered
-            else:
-                haystack = line
-            if not any(k in haystack for k in keywords):
+    hits: list[tuple[_Entry, re.Match[str]]] = []
+    for i in _entries_for(line, index):
+        entry = index.entries[i]
+        if entry.after is not None:
+            seen = None if last_hit is None else last_hit.get(entry.after)
+            if seen is None or line_no - seen > entry.within_lines:
                 continue
-        if pattern.after is not None:
-            seen = None if last_hit is None else last_hit.get(pattern.after)
-            if seen is None or line_no - seen > pattern.within_lines:
-                continue
-        match = pattern.compiled.search(line)
+        match = entry.compiled.search(line)
         if match is not None:
-            hits.append((pattern, match))
+            hits.append((entry, match))
     if not hits:
         return []
-    if any(p.fallback for p, _ in hits) and any(
-        not p.fallback and p.role in ("root", "cascade") for p, _ in hits
-    ):
-        hits = [(p, m) for p, m in hits if not p.fallback]
+    if any(e.fallback for e, _ in hits) and any(e.explains for e, _ in hits):
+        hits = [(e, m) for e, m in hits if not e.fallback]
     text = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS]
     signals = []
-    for pattern, match in hits:
+    for entry, match in hits:
+        pattern = entry.pattern
         groups = pattern.extract(match)
         if last_hit is not None:
             last_hit[pattern.name] = line_no

@@ -88,7 +88,10 @@ class SignalPattern(BaseModel):
             words = [w for w in self.keywords if w]
         else:
             words = required_literals(self.regex, self.ignore_case)
-        self._keywords = tuple(w.lower() if self.ignore_case else w for w in words)
+        # Surrounding blanks add nothing to a filter and make the whole-text scan slow
+        # (every space would start a candidate match).
+        words = [w.strip() or w for w in words]
+        self._keywords = tuple(dict.fromkeys(w.lower() if self.ignore_case else w for w in words))
 
     @property
     def compiled(self) -> re.Pattern[str]:

@@ -1,0 +1,178 @@
+"""The classifier and `autoexp classify` over every recorded and synthetic fault log.
+
+tests/fixtures/logs/cpu/ holds real torchrun/srun logs (scripts/gen_cpu_fault_logs.py);
+tests/fixtures/logs/synthetic/ holds hand-written GPU messages; tests/fixtures/logs/gpu/,
+when present, holds real 2-GPU NCCL logs and each one needs a row here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from oellm_autoexp.adapters.pattern_files import load_patterns
+from oellm_autoexp.core.classify import classify_lines, root_cause
+
+LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
+REPO = Path(__file__).resolve().parents[2]
+PATTERNS = load_patterns(["megatron_production"])
+
+# file -> (root error_type, rank of the cause or None, a cascade/teardown error type that must NOT win)
+EXPECTED: dict[str, tuple[str | None, int | None, str | None]] = {
+    "cpu/healthy.log": (None, None, None),
+    "cpu/oom.log": ("oom", 1, "nccl"),
+    "cpu/exception.log": ("exception", 1, "nccl"),
+    "cpu/hang.log": ("nccl_timeout", 0, None),
+    "cpu/killed.log": ("killed", None, "nccl"),
+    "cpu/segfault.log": ("segfault", None, "nccl"),
+    "cpu/nan_loss.log": ("numerical_instability", None, None),
+    "cpu/rendezvous_timeout.log": ("rendezvous", None, None),
+    "cpu/slurm_srun_killed.log": ("killed", None, "nccl"),
+    "cpu/slurm_time_limit.log": ("time_limit", None, None),
+    "cpu/slurm_cancelled.log": ("cancelled", None, None),
+    # real 2x H200 logs (NCCL 2.28, one host), recorded by scripts/device/gpu_suite.sh
+    "gpu/oom.log": ("oom", 1, "nccl_timeout"),
+    "gpu/crash.log": ("exception", 1, "nccl_timeout"),
+    "gpu/kill.log": ("killed", None, "nccl_timeout"),
+    "gpu/segv.log": ("segfault", None, "nccl_timeout"),
+    "gpu/nan.log": ("numerical_instability", None, None),
+    "gpu/hang.log": ("nccl_timeout", 0, None),
+    "synthetic/synthetic_cuda_oom_gen1_torch1.log": ("oom", 3, "nccl_timeout"),
+    "synthetic/synthetic_cuda_oom_gen2_typo.log": ("oom", None, None),
+    "synthetic/synthetic_cuda_oom_gen3_torch25.log": ("oom", 1, "nccl_timeout"),
+    "synthetic/synthetic_nccl_watchdog_timeout.log": ("nccl_timeout", 2, None),
+    "synthetic/synthetic_nccl_heartbeat_hang.log": ("hang", 0, None),
+    "synthetic/synthetic_xid_79.log": ("gpu_hardware", None, "cuda_error"),
+    "synthetic/synthetic_ecc_error.log": ("gpu_hardware", None, "nccl_timeout"),
+    "synthetic/synthetic_illegal_memory_access.log": ("cuda_error", 6, "nccl"),
+    "synthetic/synthetic_device_side_assert.log": ("hang", None, None),
+    "synthetic/synthetic_host_oom_kill.log": ("oom", None, "killed"),
+    "synthetic/synthetic_node_failure.log": ("node_failure", None, "nccl"),
+    "synthetic/synthetic_preempted.log": ("preempted", None, "exception"),
+    "synthetic/synthetic_tcpstore_timeout.log": ("rendezvous", 3, None),
+}
+
+FIXTURES = sorted(str(p.relative_to(LOGS)) for p in LOGS.rglob("*.log"))
+
+
+def test_every_fixture_has_an_expectation() -> None:
+    """A new fixture (e.g. a GPU log recorded later) must get a row in EXPECTED."""
+    assert sorted(EXPECTED) == FIXTURES
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_root_cause_of_fixture(name: str) -> None:
+    """Each log's root cause is the failing rank's own error; the cascade it caused is present but does not win."""
+    error_type, rank, cascade = EXPECTED[name]
+    signals = classify_lines((LOGS / name).read_text().splitlines(), PATTERNS)
+    cause = root_cause(signals)
+    assert (cause.error_type if cause else None) == error_type
+    if rank is not None:
+        assert cause is not None and cause.rank == rank
+    if cascade is not None:
+        assert any(s.error_type == cascade for s in signals), f"fixture should contain a {cascade} signal"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cpu/oom.log",
+        "cpu/exception.log",
+        "cpu/killed.log",
+        "cpu/segfault.log",
+        "gpu/oom.log",
+        "gpu/kill.log",
+        "gpu/segv.log",
+    ],
+)
+def test_torchrun_summary_names_the_first_failed_rank(name: str) -> None:
+    """torchrun's ChildFailedError summary says rank 1 failed first; the classifier extracts it."""
+    report = _cli("--json", str(LOGS / name))[0]
+    assert report["failed_rank"] == 1
+
+
+def _cli(*args: str) -> list[dict]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "oellm_autoexp", "classify", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def test_cli_json_over_every_fixture() -> None:
+    """`autoexp classify --json` prints one object per file with the root cause, evidence and all signals."""
+    reports = _cli("--json", *(str(LOGS / n) for n in FIXTURES))
+    assert [Path(r["file"]).relative_to(LOGS).as_posix() for r in reports] == FIXTURES
+    for name, report in zip(FIXTURES, reports, strict=True):
+        assert report["error_type"] == EXPECTED[name][0], name
+        assert {"file", "error_type", "subsystem", "signal", "line", "evidence", "signals"} <= set(report)
+        if report["error_type"] is not None:
+            assert report["evidence"] and report["signal"]
+            cause_lines = [s for s in report["signals"] if s["line_no"] == report["line"]]
+            assert any(s["pattern"] == report["signal"] for s in cause_lines)
+
+
+def test_cli_text_output_names_the_cause() -> None:
+    """The human output starts with the file and its root cause."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "oellm_autoexp", "classify", str(LOGS / "cpu/oom.log")],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
+    assert "root cause: oom (host, pattern cpu_alloc_failure" in proc.stdout
+
+
+def test_cli_missing_file_exits_2(tmp_path: Path) -> None:
+    """A log that does not exist is a user error: one line, exit code 2."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "oellm_autoexp", "classify", str(tmp_path / "nope.log")],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+    assert proc.returncode == 2 and "log file not found" in proc.stderr
+
+
+def test_cli_user_pattern_file_with_bad_regex_exits_2(tmp_path: Path) -> None:
+    """A user pattern file with an invalid regex fails with the file, pattern and key named."""
+    bad = tmp_path / "mine.yaml"
+    bad.write_text("include: [base]\npatterns:\n  - name: broken\n    regex: '(oops'\n")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "oellm_autoexp",
+            "classify",
+            "--patterns",
+            str(bad),
+            str(LOGS / "cpu/oom.log"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+    assert proc.returncode == 2
+    assert "mine.yaml: patterns[0] (name 'broken') key 'regex': invalid regular expression" in proc.stderr
+
+
+def test_cli_user_pattern_file_adds_a_cause(tmp_path: Path) -> None:
+    """`--patterns FILE` that includes the shipped set can raise a site-specific line above the rest."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(
+        "include: [megatron_production]\npatterns:\n"
+        "  - name: shard_bug\n    regex: 'shard index (?P<index>\\d+) out of range'\n"
+        "    error_type: data\n    subsystem: dataset\n    priority: 5\n"
+    )
+    (report,) = _cli("--json", "--patterns", str(mine), str(LOGS / "cpu/exception.log"))
+    assert (report["error_type"], report["signal"]) == ("data", "shard_bug")
