@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from pathlib import Path
 
 import torch
@@ -41,10 +42,15 @@ def main() -> None:
         out.write_text(
             json.dumps({"world_size": world, "node_ranks": [int(t) for t in gathered], "weights": weights})
         )
-    # Without this barrier gloo sometimes aborts rank 0 ("terminate called without an active
-    # exception") when the other rank tears down its pairs first.
+    # gloo aborts a rank ("terminate called without an active exception", ~1 run in 12) whose
+    # peer exits while it still tears down: barrier, destroy, then wait until all have destroyed.
     dist.barrier()
+    store = dist.distributed_c10d._get_default_store()
     dist.destroy_process_group()
+    store.add("ddp_script_exit", 1)
+    deadline = time.monotonic() + 30
+    while store.add("ddp_script_exit", 0) < world and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 if __name__ == "__main__":

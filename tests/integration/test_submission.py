@@ -56,7 +56,8 @@ def test_torchrun_job_runs_real_two_process_ddp(runner, executor: str) -> None:
     assert job.record.state is JobState.COMPLETED, job.log
     done = json.loads((Path(job.plan.checkpoint_dir) / "ddp_done.json").read_text())
     assert done["world_size"] == 2
-    assert len(re.findall(r"^rank \d/2 loss", job.log, flags=re.M)) == 2
+    # Not anchored: the two ranks write to one log and their lines can interleave.
+    assert sorted(re.findall(r"rank (\d)/2 loss", job.log)) == ["0", "1"]
 
 
 @pytest.mark.slurm
