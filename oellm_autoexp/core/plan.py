@@ -161,7 +161,14 @@ def script_spec(
         srun_options=tuple(cfg.slurm.srun),
         master_port=cfg.slurm.master_port,
         forward_signals=signals,
+        worker_signals=_worker_signals(cfg),
     )
+
+
+def _worker_signals(cfg: RootConfig) -> tuple[str, ...]:
+    """The pre-timeout warning signal, when enabled and not one that must end the launcher too."""
+    name = cfg.slurm.signal.name
+    return (name,) if cfg.slurm.signal.enabled and name not in ("TERM", "INT", "KILL") else ()
 
 
 def _experiment_base(out: str, key: str) -> str:

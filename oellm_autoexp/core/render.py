@@ -33,6 +33,9 @@ class ScriptSpec:
     srun_options: tuple[str, ...]
     master_port: int | None  # None: derived from the job id
     forward_signals: tuple[str, ...]  # signals the batch shell passes on to the launch
+    # Signals meant for the training processes, not the launcher: the launcher ignores
+    # them (torchrun dies of an unhandled USR1) and they go to every process of the step.
+    worker_signals: tuple[str, ...] = ()
 
 
 def sbatch_quote(value: str) -> str:
