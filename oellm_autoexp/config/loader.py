@@ -164,14 +164,19 @@ def merge(
 def _swap_group_entries(
     entries: Any, overrides: list[Override], source: str, dirs: Sequence[Path]
 ) -> tuple[list[Any], list[Override]]:
-    """`slurm=local` on the command line replaces the defaults entry for group `slurm`."""
+    """`slurm=local` on the command line replaces the defaults entry for group `slurm`,
+    or adds one when the experiment names no option of that group (`restart=none`)."""
     entries = _check_entries(entries, source)
     groups = {_entry_group(e, source)[0]: i for i, e in enumerate(entries)}
     rest = []
     for override in overrides:
         group = "/".join(override.path)
-        if group in groups and isinstance(override.value, str) and _group_exists(group, dirs):
-            entries[groups[group]] = {group: override.value}
+        if isinstance(override.value, str) and _group_exists(group, dirs):
+            if group in groups:
+                entries[groups[group]] = {group: override.value}
+            else:
+                groups[group] = len(entries)
+                entries.append({group: override.value})
         else:
             rest.append(override)
     return entries, rest

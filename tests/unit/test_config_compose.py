@@ -52,6 +52,12 @@ def test_group_override_on_the_command_line_swaps_the_defaults_entry(groups: Pat
     assert load_root(exp, ["slurm=big"], [groups]).slurm.nodes == 4
 
 
+def test_group_override_adds_a_group_the_experiment_does_not_name(groups: Path, write_yaml) -> None:
+    """`slurm=big` on an experiment without a slurm entry adds one, instead of failing on a string."""
+    exp = _exp(groups, write_yaml, [{"backend": "cmd"}])
+    assert load_root(exp, ["slurm=big"], [groups]).slurm.nodes == 4
+
+
 def test_nested_group_lands_under_its_key_path(groups: Path, write_yaml) -> None:
     """`backend/megatron: tiny` fills backend.megatron, and overrides reach into it."""
     write_yaml(groups / "backend" / "meg.yaml", {"kind": "megatron_torchrun", "megatron_path": "/m"})
