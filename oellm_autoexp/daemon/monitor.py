@@ -27,6 +27,7 @@ from oellm_autoexp.adapters.snapshot import SNAPSHOT_FILENAME, write_snapshot
 from oellm_autoexp.adapters.store import (
     AttemptInfo,
     Intent,
+    JobInfo,
     JobStatus,
     NewSignal,
     SessionStatus,
@@ -211,8 +212,15 @@ class Monitor:
     def _load_runtimes(self) -> None:
         for sid in self.session_ids:
             for job in self.store.jobs_for_session(sid):
-                if job.status == JobStatus.ACTIVE.value:
+                if job.status == JobStatus.ACTIVE.value or self._cancelled_and_unseen(job):
                     self._runtimes[job.id] = job_runtime(job, self.state_dir)
+
+    def _cancelled_and_unseen(self, job: JobInfo) -> bool:
+        """`autoexp cancel` while no monitor ran: its attempt's end is still to be recorded."""
+        if job.status != JobStatus.CANCELLED_BY_USER.value:
+            return False
+        latest = self.store.latest_attempt(job.id)
+        return bool(latest and latest.executor_job_id and latest.ended_at is None)
 
     def _finished(self) -> bool:
         # A job stopped from outside (`autoexp cancel`) or by a decision that cancelled it is not
@@ -239,6 +247,10 @@ class Monitor:
         """Re-attach to what earlier monitors left: intents, live attempts, unjudged ends."""
         for rt in self._runtimes.values():
             latest = self.store.latest_attempt(rt.job.id)
+            if rt.job.status != JobStatus.ACTIVE.value:
+                if latest is not None:
+                    self._attach(rt, latest, now)  # only to record how the cancelled attempt ended
+                continue
             if latest is None or latest.intent in (Intent.ABANDONED.value, Intent.INTENDED.value):
                 self._submit(rt, (), now)  # adopts an unconfirmed intent found by its tag
             elif latest.executor_job_id and (latest.ended_at is None and not is_terminal(latest.state)):
