@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -29,6 +28,19 @@ from sqlalchemy import URL, CursorResult, Engine, create_engine, event, func, or
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from oellm_autoexp.adapters.store_records import (
+    AttemptInfo,
+    DecisionInfo,
+    JobInfo,
+    NewSignal,
+    SessionInfo,
+    SignalInfo,
+    attempt_info,
+    decision_info,
+    job_info,
+    session_info,
+    signal_info,
+)
 from oellm_autoexp.adapters.store_schema import (
     AttemptRow,
     DecisionRow,
@@ -73,129 +85,6 @@ class DuplicateAttempt(StoreError):
 
 class MonitorLockHeld(UserError):
     """Another monitor holds the session; the message names its pid and host."""
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    id: int
-    name: str
-    config_path: str
-    config: dict[str, Any]
-    created_at: datetime
-    status: str  # SessionStatus value
-    monitor_pid: int | None
-    monitor_host: str | None
-    monitor_heartbeat: datetime | None
-
-
-@dataclass(frozen=True)
-class JobInfo:
-    id: int
-    session_id: int
-    job_key: str
-    name: str
-    plan: dict[str, Any]
-    status: str  # JobStatus value
-    status_reason: str
-    restart_count: int
-    restart_counts: dict[str, int]
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class AttemptInfo:
-    id: int
-    job_id: int
-    attempt_no: int
-    submit_tag: str
-    intent: str  # Intent value
-    executor_job_id: str | None
-    nodes: tuple[str, ...]
-    intended_at: datetime
-    submitted_at: datetime | None
-    started_at: datetime | None
-    ended_at: datetime | None
-    state: JobState
-    exit_code: int | None
-    log_path: str | None
-    last_iteration: int | None
-
-
-@dataclass(frozen=True)
-class NewSignal:
-    """A classified log line to record (what core/classify.py produces, flattened)."""
-
-    pattern: str
-    error_type: str | None
-    subsystem: str
-    role: str
-    line_no: int
-    line: str
-    observed_at: datetime
-    evidence: tuple[str, ...] = field(default_factory=tuple)
-
-
-@dataclass(frozen=True)
-class SignalInfo:
-    id: int
-    attempt_id: int
-    pattern: str
-    error_type: str | None
-    subsystem: str
-    role: str
-    line_no: int
-    line: str
-    evidence: tuple[str, ...]
-    observed_at: datetime
-
-
-@dataclass(frozen=True)
-class DecisionInfo:
-    id: int
-    job_id: int
-    attempt_id: int | None
-    action: str
-    reason: str
-    budget_before: int | None
-    budget_after: int | None
-    evidence: Any
-    decided_at: datetime
-
-
-def _session_info(r: SessionRow) -> SessionInfo:
-    return SessionInfo(
-        r.id, r.name, r.config_path, r.config_json, r.created_at, r.status,
-        r.monitor_pid, r.monitor_host, r.monitor_heartbeat,
-    )  # fmt: skip
-
-
-def _job_info(r: JobRow) -> JobInfo:
-    return JobInfo(
-        r.id, r.session_id, r.job_key, r.name, r.plan_json, r.status, r.status_reason,
-        r.restart_count, dict(r.restart_counts_json), r.created_at,
-    )  # fmt: skip
-
-
-def _attempt_info(r: AttemptRow) -> AttemptInfo:
-    return AttemptInfo(
-        r.id, r.job_id, r.attempt_no, r.submit_tag, r.intent, r.executor_job_id, tuple(r.nodes_json),
-        r.intended_at, r.submitted_at, r.started_at, r.ended_at, JobState(r.state), r.exit_code,
-        r.log_path, r.last_iteration,
-    )  # fmt: skip
-
-
-def _signal_info(r: SignalRow) -> SignalInfo:
-    return SignalInfo(
-        r.id, r.attempt_id, r.pattern, r.error_type, r.subsystem, r.role, r.line_no, r.line,
-        tuple(r.evidence_json), r.observed_at,
-    )  # fmt: skip
-
-
-def _decision_info(r: DecisionRow) -> DecisionInfo:
-    return DecisionInfo(
-        r.id, r.job_id, r.attempt_id, r.action, r.reason, r.budget_before, r.budget_after,
-        r.evidence_json, r.decided_at,
-    )  # fmt: skip
 
 
 def _make_engine(db_path: Path, busy_timeout_s: float) -> Engine:
@@ -279,21 +168,21 @@ class SQLiteStore:
                 db.add(row)
         except IntegrityError as exc:
             raise UserError(f"a session named {name!r} already exists in {self.path}") from exc
-        return _session_info(row)
+        return session_info(row)
 
     def get_session(self, session_id: int) -> SessionInfo | None:
         with self._read() as db:
             row = db.get(SessionRow, session_id)
-            return _session_info(row) if row else None
+            return session_info(row) if row else None
 
     def find_session(self, name: str) -> SessionInfo | None:
         with self._read() as db:
             row = db.scalar(select(SessionRow).where(SessionRow.name == name))
-            return _session_info(row) if row else None
+            return session_info(row) if row else None
 
     def list_sessions(self) -> list[SessionInfo]:
         with self._read() as db:
-            return [_session_info(r) for r in db.scalars(select(SessionRow).order_by(SessionRow.id))]
+            return [session_info(r) for r in db.scalars(select(SessionRow).order_by(SessionRow.id))]
 
     def set_session_status(self, session_id: int, status: str) -> None:
         self._update_one(SessionRow, session_id, status=SessionStatus(status).value)
@@ -401,12 +290,12 @@ class SQLiteStore:
             raise StoreError(
                 f"session {session_id} has no such session or already a job {job_key!r}"
             ) from exc
-        return _job_info(row)
+        return job_info(row)
 
     def get_job(self, job_id: int) -> JobInfo | None:
         with self._read() as db:
             row = db.get(JobRow, job_id)
-            return _job_info(row) if row else None
+            return job_info(row) if row else None
 
     def find_job(self, session_id: int, ref: str) -> JobInfo | None:
         """A job of the session by key, then by name, then by numeric id (what a user types)."""
@@ -415,14 +304,14 @@ class SQLiteStore:
             for cond in (JobRow.job_key == ref, JobRow.name == ref):
                 row = db.scalars(in_session.where(cond).order_by(JobRow.id)).first()
                 if row:
-                    return _job_info(row)
+                    return job_info(row)
             row = db.scalar(in_session.where(JobRow.id == int(ref))) if ref.isdigit() else None
-            return _job_info(row) if row else None
+            return job_info(row) if row else None
 
     def jobs_for_session(self, session_id: int) -> list[JobInfo]:
         stmt = select(JobRow).where(JobRow.session_id == session_id).order_by(JobRow.id)
         with self._read() as db:
-            return [_job_info(r) for r in db.scalars(stmt)]
+            return [job_info(r) for r in db.scalars(stmt)]
 
     def set_job_status(self, job_id: int, status: str, reason: str = "") -> None:
         """Set the job's JobStatus with a readable reason ("oom budget spent: 3/3")."""
@@ -439,7 +328,7 @@ class SQLiteStore:
             row.restart_counts_json = counts
             row.restart_count += 1
             db.flush()
-            return _job_info(row)
+            return job_info(row)
 
     # -- attempts -------------------------------------------------------------------------------
 
@@ -533,7 +422,7 @@ class SQLiteStore:
 
     def _attempts(self, stmt: Any) -> list[AttemptInfo]:
         with self._read() as db:
-            return [_attempt_info(r) for r in db.scalars(stmt)]
+            return [attempt_info(r) for r in db.scalars(stmt)]
 
     def update_attempt_state(
         self,
@@ -586,7 +475,7 @@ class SQLiteStore:
     def signals_for_attempt(self, attempt_id: int) -> list[SignalInfo]:
         stmt = select(SignalRow).where(SignalRow.attempt_id == attempt_id).order_by(SignalRow.id)
         with self._read() as db:
-            return [_signal_info(r) for r in db.scalars(stmt)]
+            return [signal_info(r) for r in db.scalars(stmt)]
 
     def record_decision(
         self,
@@ -613,7 +502,7 @@ class SQLiteStore:
     def decisions_for_job(self, job_id: int) -> list[DecisionInfo]:
         stmt = select(DecisionRow).where(DecisionRow.job_id == job_id).order_by(DecisionRow.id)
         with self._read() as db:
-            return [_decision_info(r) for r in db.scalars(stmt)]
+            return [decision_info(r) for r in db.scalars(stmt)]
 
     def decisions_for_session(self, session_id: int) -> list[DecisionInfo]:
         stmt = (
@@ -623,7 +512,7 @@ class SQLiteStore:
             .order_by(DecisionRow.id)
         )
         with self._read() as db:
-            return [_decision_info(r) for r in db.scalars(stmt)]
+            return [decision_info(r) for r in db.scalars(stmt)]
 
     # -- log offsets (the log tailer's OffsetStore) ---------------------------------------------
 
