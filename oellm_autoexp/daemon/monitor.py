@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import queue
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -41,6 +40,7 @@ from oellm_autoexp.core.outcome import Outcome
 from oellm_autoexp.core.policy import Decision, DecisionAction, decide
 from oellm_autoexp.daemon.scheduler import Ticker
 from oellm_autoexp.daemon.session import job_runtime
+from oellm_autoexp.daemon.session_lock import SessionLocks
 from oellm_autoexp.daemon.settings import poll_interval_s
 from oellm_autoexp.daemon.submitter import Submitter
 from oellm_autoexp.daemon.watch import (
@@ -92,7 +92,7 @@ class Monitor:
         self._runtimes: dict[int, JobRuntime] = {}  # job id -> runtime
         self._live: dict[int, LiveAttempt] = {}  # attempt id -> live attempt
         self._by_log: dict[str, LiveAttempt] = {}  # absolute log path -> live attempt
-        self._pid, self._host = os.getpid(), socket.gethostname()
+        self._locks = SessionLocks(store, self.session_ids)
         self._tailer: LogTailer | None = None
         self._ticker: Ticker | None = None
         self._submitter = Submitter(store, self._say)
@@ -156,58 +156,19 @@ class Monitor:
     # -- sessions and locks ---------------------------------------------------------------------
 
     def _lock_sessions(self) -> None:
-        now = self.clock()
         stale_after_s = min((rt.settings.lock_stale_after_s for rt in self._runtimes.values()),
                             default=DEFAULT_LOCK_STALE_S)  # fmt: skip
-        taken: list[int] = []
-        try:
-            for sid in self.session_ids:
-                session = self.store.get_session(sid)
-                if session is None:
-                    from oellm_autoexp.errors import UserError
-
-                    raise UserError(f"no session with id {sid} in {self.store.path}")
-                dead = (
-                    session.monitor_pid
-                    if self._holder_is_dead(session.monitor_pid, session.monitor_host)
-                    else None
-                )
-                self.store.acquire_monitor_lock_or_raise(
-                    sid,
-                    pid=self._pid,
-                    host=self._host,
-                    now=_utc(now),
-                    stale_after_s=stale_after_s,
-                    dead_pid=dead,
-                )
-                taken.append(sid)
-        except BaseException:
-            for sid in taken:
-                self.store.release_monitor_lock(sid, pid=self._pid, host=self._host)
-            raise
-
-    def _holder_is_dead(self, pid: int | None, host: str | None) -> bool:
-        if pid is None or host != self._host or pid == self._pid:
-            return False
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return False
+        self._locks.acquire(_utc(self.clock()), stale_after_s)
 
     def _release_sessions(self) -> None:
-        for sid in self.session_ids:
-            self.store.release_monitor_lock(sid, pid=self._pid, host=self._host)
+        self._locks.release()
 
     def _heartbeat(self, now: float) -> None:
-        for sid in self.session_ids:
-            if not self.store.heartbeat(sid, pid=self._pid, host=self._host, now=_utc(now)):
-                # Another monitor took the lock (ours looked stale): deciding beside it could
-                # submit jobs twice. Stop; the jobs go on under the new holder.
-                self._say(f"session {sid}: the monitor lock was taken over by another monitor; stopping")
-                self._lock_lost = True
+        for sid in self._locks.heartbeat(_utc(now)):
+            # Another monitor took the lock (ours looked stale): deciding beside it could
+            # submit jobs twice. Stop; the jobs go on under the new holder.
+            self._say(f"session {sid}: the monitor lock was taken over by another monitor; stopping")
+            self._lock_lost = True
 
     def _load_runtimes(self) -> None:
         for sid in self.session_ids:

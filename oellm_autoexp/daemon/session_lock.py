@@ -1,0 +1,68 @@
+"""One monitor per session: the lock row in the store, taken, kept alive and released.
+
+A lock is free when nobody holds it, when its heartbeat is older than
+`stale_after_s`, or when its holder is a pid on this host that no longer runs.
+A heartbeat that finds the lock taken over reports it, so the loser stops
+instead of deciding beside the new holder (which could submit jobs twice).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from datetime import datetime
+
+from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.errors import UserError
+
+
+class SessionLocks:
+    def __init__(self, store: SQLiteStore, session_ids: Sequence[int]) -> None:
+        self.store = store
+        self.session_ids = list(session_ids)
+        self.pid, self.host = os.getpid(), socket.gethostname()
+
+    def acquire(self, now: datetime, stale_after_s: float) -> None:
+        """Take every session's lock, or none: MonitorLockHeld names the holder."""
+        taken: list[int] = []
+        try:
+            for sid in self.session_ids:
+                session = self.store.get_session(sid)
+                if session is None:
+                    raise UserError(f"no session with id {sid} in {self.store.path}")
+                dead = (
+                    session.monitor_pid if self._is_dead(session.monitor_pid, session.monitor_host) else None
+                )
+                self.store.acquire_monitor_lock_or_raise(
+                    sid, pid=self.pid, host=self.host, now=now, stale_after_s=stale_after_s, dead_pid=dead
+                )
+                taken.append(sid)
+        except BaseException:
+            for sid in taken:
+                self.store.release_monitor_lock(sid, pid=self.pid, host=self.host)
+            raise
+
+    def heartbeat(self, now: datetime) -> list[int]:
+        """Refresh every lock; the sessions whose lock another monitor has taken."""
+        return [
+            sid
+            for sid in self.session_ids
+            if not self.store.heartbeat(sid, pid=self.pid, host=self.host, now=now)
+        ]
+
+    def release(self) -> None:
+        for sid in self.session_ids:
+            self.store.release_monitor_lock(sid, pid=self.pid, host=self.host)
+
+    def _is_dead(self, pid: int | None, host: str | None) -> bool:
+        # Liveness can only be checked on our own host.
+        if pid is None or host != self.host or pid == self.pid:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
