@@ -30,8 +30,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from oellm_autoexp.adapters.atomic_file import write_json_atomic
 from oellm_autoexp.adapters.executor import ExecutorError
-from oellm_autoexp.adapters.local_runner import EXIT_FILE, write_json_atomic
+from oellm_autoexp.adapters.local_runner import EXIT_FILE
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState
 

@@ -9,8 +9,6 @@ can tell how the job ended, even after the submitting `autoexp` is gone.
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,14 +16,10 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from oellm_autoexp.adapters.atomic_file import write_json_atomic
+
 EXIT_FILE = "exit.json"
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
-
-
-def write_json_atomic(path: Path, data: dict[str, object]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def exit_status(returncode: int) -> tuple[int, int | None]:

@@ -7,15 +7,13 @@ write a temp file in the same directory, fsync it, os.replace, fsync the dir.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from oellm_autoexp.adapters.atomic_file import write_json_atomic
 from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo, SessionInfo, SQLiteStore
 
 SNAPSHOT_FILENAME = "monitor_state.json"
@@ -115,32 +113,6 @@ def build_snapshot(
             for s in sorted(sessions, key=lambda s: s.id)
         ],
     }
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Replace `path` with `data` as JSON; readers see the old or the new file, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, sort_keys=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    # The rename is only durable once the directory entry is on disk.
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_snapshot(store: SQLiteStore, path: Path, *, now: datetime) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from oellm_autoexp.adapters.atomic_file import write_text_atomic
 from oellm_autoexp.adapters.executor import Executor
 from oellm_autoexp.adapters.local_executor import LocalExecutor
 from oellm_autoexp.adapters.slurm_executor import COMMAND_TIMEOUT_S, SlurmExecutor
@@ -53,11 +54,8 @@ def slurm_timeout_s() -> float:
 
 def write_script(plan: JobPlan) -> Path:
     path = Path(plan.script_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     Path(plan.log_path).parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(plan.script, encoding="utf-8")
-    os.replace(tmp, path)  # a job never starts from a half-written script
+    write_text_atomic(path, plan.script)  # a job never starts from a half-written script
     return path
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from oellm_autoexp.adapters.store import SessionInfo, SessionStatus, SQLiteStore
+from oellm_autoexp.adapters.store import JobInfo, SessionInfo, SessionStatus, SQLiteStore
 from oellm_autoexp.adapters.submission import state_dir
 from oellm_autoexp.errors import UserError
 
@@ -34,3 +34,12 @@ def latest_session(store: SQLiteStore) -> SessionInfo:
 
 def active_sessions(store: SQLiteStore) -> list[SessionInfo]:
     return [s for s in store.list_sessions() if s.status == SessionStatus.ACTIVE.value]
+
+
+def find_job(store: SQLiteStore, session: SessionInfo, ref: str) -> JobInfo:
+    """A job of the session by key, name or id; UserError naming the session's jobs otherwise."""
+    job = store.find_job(session.id, ref)
+    if job is None:
+        names = ", ".join(j.name for j in store.jobs_for_session(session.id)) or "none"
+        raise UserError(f"no job {ref!r} in session {session.id} (jobs: {names})")
+    return job

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 
 from oellm_autoexp.adapters.executor import ExecutorError
-from oellm_autoexp.adapters.store import JobInfo, JobStatus, SQLiteStore
-from oellm_autoexp.cli._sessions import find_session, latest_session, open_store
+from oellm_autoexp.adapters.store import JobStatus
+from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_store
 from oellm_autoexp.daemon.session import job_runtime
-from oellm_autoexp.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,7 +23,7 @@ def cancel_command(args: argparse.Namespace) -> int:
         session = find_session(store, args.session) if args.session else latest_session(store)
         jobs = store.jobs_for_session(session.id)
         if args.jobs:
-            jobs = [_find(store, session.id, ref) for ref in args.jobs]
+            jobs = [find_job(store, session, ref) for ref in args.jobs]
         for job in jobs:
             # The status is written first: a monitor that sees the CANCELLED end reads it and stops.
             store.set_job_status(
@@ -38,10 +37,3 @@ def cancel_command(args: argparse.Namespace) -> int:
                     print(f"warning: cancelling job {latest.executor_job_id} failed: {exc}")
             print(f"cancelled {job.name}" + (f" (job {latest.executor_job_id})" if latest else ""))
     return 0
-
-
-def _find(store: SQLiteStore, session_id: int, ref: str) -> JobInfo:
-    job = store.find_job(session_id, ref)
-    if job is None:
-        raise UserError(f"no job {ref!r} in session {session_id}")
-    return job

@@ -6,9 +6,8 @@ import argparse
 import json
 
 from oellm_autoexp.adapters.store import SessionInfo, SQLiteStore
-from oellm_autoexp.cli._sessions import find_session, latest_session, open_store
+from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_store
 from oellm_autoexp.cli._views import explain_lines, job_row, render_table
-from oellm_autoexp.errors import UserError
 
 STATUS_COLUMNS = (
     "job",
@@ -81,9 +80,6 @@ def explain_command(args: argparse.Namespace) -> int:
     store, _ = open_store(args)
     with store:
         session = find_session(store, args.session) if args.session else latest_session(store)
-        job = store.find_job(session.id, args.job)
-        if job is None:
-            names = ", ".join(j.name for j in store.jobs_for_session(session.id))
-            raise UserError(f"no job {args.job!r} in session {session.id} (jobs: {names})")
+        job = find_job(store, session, args.job)
         print("\n".join(explain_lines(job, store.attempts_for_job(job.id), store.decisions_for_job(job.id))))
     return 0

@@ -17,7 +17,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from pathlib import Path
 
 from oellm_autoexp.adapters.executor import ExecutorError
@@ -38,6 +37,7 @@ from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState, is_terminal
 from oellm_autoexp.core.outcome import Outcome
 from oellm_autoexp.core.policy import Decision, DecisionAction, decide
+from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.scheduler import Ticker
 from oellm_autoexp.daemon.session import job_runtime
 from oellm_autoexp.daemon.session_lock import SessionLocks
@@ -62,10 +62,6 @@ QUEUE_WAIT_S = 0.5  # the loop wakes at least this often to notice a stop reques
 FATAL_FOLLOW_UP_POLLS_S = (0.5, 1.5, 3.0, 6.0)
 DEFAULT_LOCK_STALE_S = 120.0  # sessions without active jobs (MonitorSettings.lock_stale_after_s)
 LOCK_LOST_EXIT = 3  # run()'s exit code when another monitor took over a session
-
-
-def _utc(now_s: float) -> datetime:
-    return datetime.fromtimestamp(now_s, UTC)
 
 
 class Monitor:
@@ -158,13 +154,13 @@ class Monitor:
     def _lock_sessions(self) -> None:
         stale_after_s = min((rt.settings.lock_stale_after_s for rt in self._runtimes.values()),
                             default=DEFAULT_LOCK_STALE_S)  # fmt: skip
-        self._locks.acquire(_utc(self.clock()), stale_after_s)
+        self._locks.acquire(utc(self.clock()), stale_after_s)
 
     def _release_sessions(self) -> None:
         self._locks.release()
 
     def _heartbeat(self, now: float) -> None:
-        for sid in self._locks.heartbeat(_utc(now)):
+        for sid in self._locks.heartbeat(utc(now)):
             # Another monitor took the lock (ours looked stale): deciding beside it could
             # submit jobs twice. Stop; the jobs go on under the new holder.
             self._say(f"session {sid}: the monitor lock was taken over by another monitor; stopping")
@@ -343,7 +339,7 @@ class Monitor:
         live.state, live.nodes = record.state, record.nodes
         self.store.update_attempt_state(
             live.attempt.id, record.state, exit_code=record.exit_code, nodes=record.nodes or None,
-            started_at=_utc(now) if first_run else None,
+            started_at=utc(now) if first_run else None,
         )  # fmt: skip
         self._dirty = True
 
@@ -384,7 +380,7 @@ class Monitor:
             del self._by_log[live.log_path]
             if self._tailer is not None:
                 self._tailer.unwatch(live.log_path)
-        self.store.update_attempt_state(live.attempt.id, state, exit_code=exit_code, ended_at=_utc(now))
+        self.store.update_attempt_state(live.attempt.id, state, exit_code=exit_code, ended_at=utc(now))
         if live.classifier.last_iteration is not None:
             self.store.set_last_iteration(live.attempt.id, live.classifier.last_iteration)
         self._dirty = True
@@ -401,7 +397,7 @@ class Monitor:
         lines = evidence(live.classifier.signals, live.classifier.root_cause())
         self.store.record_decision(
             rt.job.id, attempt_id=live.attempt.id, action=decision.action.value, reason=decision.reason,
-            now=_utc(now), budget_before=decision.budget_before, budget_after=decision.budget_after,
+            now=utc(now), budget_before=decision.budget_before, budget_after=decision.budget_after,
             evidence=decision_evidence(outcome, decision, iteration, lines),
         )  # fmt: skip
         self._say(f"{self._who(live)}: {decision.action.value}: {decision.reason}")
@@ -497,7 +493,7 @@ class Monitor:
         self.store.record_signals(
             live.attempt.id,
             [
-                NewSignal(s.pattern, s.error_type, s.subsystem, s.role, s.line_no, s.line, _utc(now))
+                NewSignal(s.pattern, s.error_type, s.subsystem, s.role, s.line_no, s.line, utc(now))
                 for s in fresh
             ],
         )
@@ -512,7 +508,7 @@ class Monitor:
         self._say_to(f"[{time.strftime('%H:%M:%S')}] {message}")
 
     def _write_snapshot(self) -> None:
-        write_snapshot(self.store, self.state_dir / SNAPSHOT_FILENAME, now=_utc(self.clock()))
+        write_snapshot(self.store, self.state_dir / SNAPSHOT_FILENAME, now=utc(self.clock()))
         self._dirty = False
 
 

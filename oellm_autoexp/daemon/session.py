@@ -9,14 +9,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from oellm_autoexp.adapters.pattern_files import monitoring_dirs, pattern_set_from_mapping
-from oellm_autoexp.adapters.store import JobInfo, SessionInfo, SQLiteStore
+from oellm_autoexp.adapters.store import JobInfo, JobStatus, SessionInfo, SQLiteStore
 from oellm_autoexp.adapters.submission import make_executor
 from oellm_autoexp.config.loader import shipped_config_dir
 from oellm_autoexp.config.models import RootConfig
 from oellm_autoexp.core.plan import JobPlan
 from oellm_autoexp.core.policy import RestartPolicy, load_policy
 from oellm_autoexp.daemon.settings import split_monitoring
+from oellm_autoexp.daemon.submitter import Submitter
 from oellm_autoexp.daemon.watch import JobRuntime
 
 DEFAULT_POLICY = "default"  # config/restart/default.yaml when an experiment names none
@@ -60,8 +63,6 @@ def restart_policy(section: dict[str, Any], source: str) -> RestartPolicy:
         return _cached(
             ("restart", source), section, lambda: load_policy(section, source=f"{source}: restart")
         )
-    import yaml  # the shipped default, read once per job runtime
-
     path = shipped_config_dir() / "restart" / f"{DEFAULT_POLICY}.yaml"
     return load_policy(yaml.safe_load(path.read_text(encoding="utf-8")), source=str(path))
 
@@ -109,9 +110,6 @@ def start_session(
     is stopped with the executor's message (a refused first submission is a
     config problem; retrying it forever would help nobody).
     """
-    from oellm_autoexp.adapters.store import JobStatus
-    from oellm_autoexp.daemon.submitter import Submitter
-
     now = datetime.fromtimestamp(now_s, UTC)
     session, jobs = create_session(
         store,

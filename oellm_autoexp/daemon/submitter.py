@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 
 from oellm_autoexp.adapters.executor import ExecutorError
 from oellm_autoexp.adapters.store import AttemptInfo, Intent, SQLiteStore
 from oellm_autoexp.adapters.submission import submit_plan
 from oellm_autoexp.core.plan import log_path_for
+from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.watch import JobRuntime
-
-
-def _utc(now_s: float) -> datetime:
-    return datetime.fromtimestamp(now_s, UTC)
 
 
 def submit_tag(session_id: int, job_id: int, attempt_no: int) -> str:
@@ -66,7 +62,7 @@ class Submitter:
             return adopted
         attempt_no = self.store.next_attempt_no(job.id)
         tag = submit_tag(job.session_id, job.id, attempt_no)
-        attempt_id = self.store.record_intent(job.id, attempt_no, tag, now=_utc(now))
+        attempt_id = self.store.record_intent(job.id, attempt_no, tag, now=utc(now))
         extra = [*first_only, f"--comment={tag}"]
         if exclude_nodes:
             extra.append(f"--exclude={','.join(exclude_nodes)}")
@@ -80,7 +76,7 @@ class Submitter:
                 self._retry_later(rt, exclude_nodes, now, str(exc))
                 return None  # the intent stays open: resolved by its tag before the next try
             if found is None:
-                self.store.abandon_intent(attempt_id, now=_utc(now))
+                self.store.abandon_intent(attempt_id, now=utc(now))
                 self._retry_later(rt, exclude_nodes, now, str(exc))
                 return None
             executor_id = found
@@ -105,7 +101,7 @@ class Submitter:
         """An intent a dead monitor left unconfirmed: adopt the job if the executor knows the tag."""
         executor_id = self._find(rt, attempt.submit_tag)
         if executor_id is None:
-            self.store.abandon_intent(attempt.id, now=_utc(now))
+            self.store.abandon_intent(attempt.id, now=utc(now))
             self._say(f"{rt.job.name} attempt {attempt.attempt_no}: never reached the executor; abandoned")
             return None
         self._confirm(rt, attempt.id, executor_id, now)
@@ -114,7 +110,7 @@ class Submitter:
 
     def _confirm(self, rt: JobRuntime, attempt_id: int, executor_id: str, now: float) -> None:
         log_path = log_path_for(rt.plan, executor_id)
-        self.store.confirm_submitted(attempt_id, executor_id, now=_utc(now), log_path=log_path)
+        self.store.confirm_submitted(attempt_id, executor_id, now=utc(now), log_path=log_path)
 
     def _find(self, rt: JobRuntime, tag: str) -> str | None:
         """The executor's id for a submission tag; ExecutorError when it cannot tell."""
