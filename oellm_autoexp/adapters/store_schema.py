@@ -36,13 +36,6 @@ class SessionStatus(StrEnum):
     COMPLETED = "completed"  # every job reached a final status
 
 
-class JobStatus(StrEnum):
-    ACTIVE = "active"  # the monitor keeps it running (submits, restarts)
-    STOPPED = "stopped"  # the policy gave up (budget spent, non-retriable error)
-    COMPLETED = "completed"  # the last attempt finished successfully
-    CANCELLED_BY_USER = "cancelled_by_user"  # `autoexp cancel`: never restarted
-
-
 class Intent(StrEnum):
     INTENDED = "intended"  # recorded before sbatch; sbatch may or may not have run
     SUBMITTED = "submitted"  # sbatch returned an executor job id
@@ -106,8 +99,10 @@ class JobRow(Base):
     plan_json: Mapped[dict[str, Any]] = mapped_column()  # what the planner produced: script path, sbatch args
     status: Mapped[str] = mapped_column(String(32))  # JobStatus: active|stopped|completed|cancelled_by_user
     status_reason: Mapped[str] = mapped_column(Text, default="")  # why it is in that status (budget numbers)
-    restart_count: Mapped[int] = mapped_column(default=0)  # restarts submitted so far, all reasons
-    restart_counts_json: Mapped[dict[str, Any]] = mapped_column()  # restarts per reason, {"oom": 2}
+    # Not read any more: restart counts are counted from the restart decisions
+    # (their one source of truth). Kept so that older databases and readers stay valid.
+    restart_count: Mapped[int] = mapped_column(default=0)
+    restart_counts_json: Mapped[dict[str, Any]] = mapped_column()
     created_at: Mapped[datetime] = mapped_column()  # when the job was planned (UTC)
 
 

@@ -424,9 +424,9 @@ def test_intent_recorded_but_not_confirmed_is_adopted_by_tag(autoexp: AutoexpEnv
 
 
 def test_monitor_killed_between_a_stop_decision_and_its_effect(autoexp: AutoexpEnv) -> None:
-    """A monitor that recorded `stop: Job completed successfully` and died before marking the job
-    completed: the next `monitor-session` carries the recorded stop out (job completed) and exits,
-    instead of waiting forever for a job with nothing left to watch."""
+    """A database holding `stop: Job completed successfully` with the job still active (an older
+    monitor wrote the two in separate steps and died between them): the next `monitor-session`
+    carries the recorded stop out (job completed) and exits, instead of waiting forever."""
     script = autoexp.script('echo "attempt $n done"\n')
     submitted = autoexp.cli("submit", str(autoexp.experiment(["bash", str(script)])), "--no-monitor")
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
