@@ -639,3 +639,32 @@ echo "attempt $n done"
         ("stop", COMPLETED),
     ]
     assert "hang detected" in done.stdout
+
+
+def test_manual_nccl_error_timeout_injection_restarts_the_job(autoexp: AutoexpEnv) -> None:
+    """The seed's "Manual Test 2": appending `[default0]:NCCL ERROR timeout` to a running job's log is
+    classified and restarts the job at once (the first attempt still ran: it is cancelled), and the
+    second attempt completes."""
+    script = autoexp.script(
+        """\
+for i in 1 2 3; do echo " iteration        $i/     100 | lm loss: 1.0 |"; sleep 0.2; done
+if [ "$n" -eq 1 ]; then wait_for never; fi
+echo "attempt $n done"
+"""
+    )
+    monitor = autoexp.start("run", str(autoexp.experiment(["bash", str(script)])))
+    job_id = autoexp.running(1)
+    log = wait_until(lambda: autoexp.attempts()[0].log_path, "the first attempt's log path")
+    wait_until(lambda: "iteration        3/" in Path(log).read_text(errors="replace"), "the third iteration")
+    with open(log, "a", encoding="utf-8") as handle:  # what the seed's tester did by hand
+        handle.write("[default0]:NCCL ERROR timeout\n")
+    assert autoexp.finish(monitor) == 0, autoexp.output(monitor)
+    attempts = autoexp.attempts()
+    assert [a.state.value for a in attempts] == ["CANCELLED", "COMPLETED"]
+    assert attempts[0].executor_job_id == job_id
+    assert autoexp.reasons() == [
+        ("restart", "Transient failure detected (error_type=nccl_timeout)"),
+        ("stop", COMPLETED),
+    ]
+    restart = autoexp.decisions()[0].evidence
+    assert restart["trigger"] == "fatal_line" and restart["lines"] == ["[default0]:NCCL ERROR timeout"]
