@@ -52,7 +52,7 @@ def write_torch_dist(run: Path) -> None:
         torch.save({"iteration": iteration, "checkpoint_version": 3.0}, target / "common.pt")
         # .metadata records the path it was written to: a relative one keeps this machine's out.
         with contextlib.chdir(run):
-            writer = dcp.FileSystemWriter(target.name, single_file_per_rank=False, thread_count=1)
+            writer = dcp.FileSystemWriter(target.name, single_file_per_rank=True, thread_count=2)
             dcp.save(_state(iteration), storage_writer=writer, no_dist=True)
     (run / TRACKER).write_text(str(ITERATIONS[-1]))
 

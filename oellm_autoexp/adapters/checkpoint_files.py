@@ -79,8 +79,12 @@ def read_zip(path: Path) -> ZipFacts:
 
 
 def check_checkpoint(path: Path) -> Verdict:
-    """The verdict on one checkpoint directory or file."""
-    return judge_checkpoint(read_facts(path))
+    """The verdict on one checkpoint directory or file (unverifiable when it cannot be read)."""
+    try:
+        facts = read_facts(path)
+    except OSError as exc:
+        return Verdict("unverifiable", "unknown", (f"cannot read {path.name}: {exc.strerror or exc}",))
+    return judge_checkpoint(facts)
 
 
 def check_run(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,12 @@ def _existing(text: str) -> Path:
     path = Path(text)
     if not path.exists():
         raise UserError(f"{path}: no such checkpoint directory")
+    if not path.is_dir() and not is_single_checkpoint(path):
+        raise UserError(
+            f"{path}: not a directory (give a run's checkpoint directory or one iter_* checkpoint)"
+        )
+    if not os.access(path, os.R_OK):
+        raise UserError(f"{path}: not readable")
     return path
 
 

@@ -81,6 +81,19 @@ def test_a_leftover_tmp_in_a_checkpoint_dir_is_incomplete(name: str, tmp_path: P
     assert "__0_0.distcp.tmp: leftover temporary file (a save was cut short)" in verdict.problems
 
 
+def test_one_byte_short_is_incomplete(tmp_path: Path) -> None:
+    """The shard table is exact: a shard one byte shorter than its last item's end is caught."""
+    checkpoint = tmp_path / "iter_0000020"
+    shutil.copytree(FIXTURES / "torch_dist_run" / "iter_0000020", checkpoint)
+    shard = checkpoint / "__0_1.distcp"
+    os.truncate(shard, shard.stat().st_size - 1)
+    verdict = check_checkpoint(checkpoint)
+    assert verdict.status == "incomplete"
+    assert verdict.problems == (
+        f"__0_1.distcp: {shard.stat().st_size} bytes, .metadata needs at least {shard.stat().st_size + 1}",
+    )
+
+
 def test_metadata_never_renamed_is_incomplete(tmp_path: Path) -> None:
     """A torch_dist save killed while writing .metadata leaves .metadata.tmp and no .metadata."""
     checkpoint = tmp_path / "iter_0000020"
@@ -134,3 +147,6 @@ def test_cli_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "names a release checkpoint; check it by hand" in capsys.readouterr().out
     assert main(["checkpoint", "check", str(tmp_path / "missing")]) == 2
     assert "no such checkpoint directory" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("x")
+    assert main(["checkpoint", "check", str(tmp_path / "notes.txt")]) == 2
+    assert "not a directory" in capsys.readouterr().err
