@@ -52,13 +52,13 @@ def read_facts(path: Path) -> CheckpointFacts:
     """The facts of one checkpoint: an `iter_*` directory or a workload's `iter_*.pt` file."""
     if path.is_file():
         return CheckpointFacts(path.name, {path.name: path.stat().st_size}, {path.name: read_zip(path)})
-    files, unreadable = _walk_sizes(path)
+    files, dirs, unreadable = _walk_sizes(path)
     zips = {rel: read_zip(path / rel) for rel in files if rel.endswith(".pt")}
     dcp = tuple(read_dcp_metadata(path / rel, rel) for rel in sorted(files) if _METADATA_NAME.match(rel))
     config, config_error = (
         _read_megatron_config(path / MEGATRON_CONFIG) if MEGATRON_CONFIG in files else (None, None)
     )
-    return CheckpointFacts(path.name, files, zips, dcp, config, config_error, tuple(unreadable))
+    return CheckpointFacts(path.name, files, zips, dcp, config, config_error, tuple(unreadable), tuple(dirs))
 
 
 def read_zip(path: Path) -> ZipFacts:
@@ -115,22 +115,25 @@ def is_single_checkpoint(path: Path) -> bool:
     return bool(_ITER_NAME.match(path.name))
 
 
-def _walk_sizes(root: Path) -> tuple[dict[str, int], list[str]]:
+def _walk_sizes(root: Path) -> tuple[dict[str, int], list[str], list[str]]:
+    """(relative file -> size, relative sub-directories, entries that could not be read)."""
     files: dict[str, int] = {}
+    dirs: list[str] = []
     unreadable: list[str] = []
 
     def on_error(exc: OSError) -> None:
         unreadable.append(os.path.relpath(exc.filename or str(root), root))
 
-    for folder, _dirs, names in os.walk(root, onerror=on_error):
+    for folder, subdirs, names in os.walk(root, onerror=on_error):
         rel_folder = os.path.relpath(folder, root)
+        prefix = "" if rel_folder == "." else f"{rel_folder}/"
+        dirs += [prefix + d for d in subdirs]
         for name in names:
-            rel = name if rel_folder == "." else f"{rel_folder}/{name}"
             try:
-                files[rel] = os.stat(os.path.join(folder, name)).st_size
+                files[prefix + name] = os.stat(os.path.join(folder, name)).st_size
             except OSError:
-                unreadable.append(rel)
-    return files, unreadable
+                unreadable.append(prefix + name)
+    return files, dirs, unreadable
 
 
 def _read_megatron_config(path: Path) -> tuple[dict[str, object] | None, str | None]:

@@ -70,6 +70,7 @@ class CheckpointFacts:
     megatron_config: Mapping[str, Any] | None = None  # metadata.json, parsed
     megatron_config_error: str | None = None
     unreadable: tuple[str, ...] = ()  # entries that could not be listed or stat'ed
+    dirs: tuple[str, ...] = ()  # sub-directories (relative), empty ones included
 
     @property
     def is_single_file(self) -> bool:
@@ -102,7 +103,7 @@ def judge_checkpoint(facts: CheckpointFacts) -> Verdict:
         return Verdict("unverifiable", "unknown", tuple(f"cannot read {p}" for p in facts.unreadable))
     if any(p == DCP_METADATA or _RANK_METADATA.match(p) for p in facts.files) or _has_config(facts):
         return _judge_dist(facts)
-    if any(_TORCH_RANK_DIR.match(p.split("/")[0]) for p in facts.files):
+    if any(_TORCH_RANK_DIR.match(p.split("/")[0]) for p in [*facts.files, *facts.dirs]):
         return _judge_torch(facts)
     tmp = _leftover_tmp(facts.files)
     if tmp:
@@ -162,8 +163,8 @@ def _judge_torch(facts: CheckpointFacts) -> Verdict:
         if match:
             tp, pp, ep, kind = match.groups()
             ranks.setdefault((int(tp), int(pp or 0), int(ep or 0)), set()).add(kind)
-    rank_dirs = {p.split("/")[0] for p in facts.files if _TORCH_RANK_DIR.match(p.split("/")[0])}
-    rank_dirs |= {d for d in facts.files if _TORCH_RANK_DIR.match(d)}
+    tops = {p.split("/")[0] for p in [*facts.files, *facts.dirs]}
+    rank_dirs = {d for d in tops if _TORCH_RANK_DIR.match(d)}
     incomplete += _grid_findings(ranks, rank_dirs)
     for path in sorted(facts.zips):
         status, found = _zip_findings(path, facts.zips[path])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from oellm_autoexp.core.checkpoint_rollback import (
@@ -77,6 +79,11 @@ def torch_fmt(ranks: list[str], zips: dict[str, ZipFacts] | None = None) -> Chec
             ),
             "incomplete",
             "distrib_optim.pt in 1 of 2",
+        ),
+        (
+            replace(torch_fmt(["mp_rank_00/model_optim_rng.pt"]), dirs=("mp_rank_00", "mp_rank_01")),
+            "incomplete",
+            "1 mp_rank_* directories have no model_optim_rng.pt",
         ),
         (
             torch_fmt(["mp_rank_00/model_optim_rng.pt"], {"mp_rank_00/model_optim_rng.pt": CUT_ZIP}),
