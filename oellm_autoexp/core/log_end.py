@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from oellm_autoexp.core.job_state import JobState
 
 TAIL_LINES = 400  # the end markers are among the last lines of a log
-_SLURMSTEPD = re.compile(r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+(?: DUE TO (?P<why>[A-Z ]+?))? \*\*\*")
+_SLURMSTEPD = re.compile(r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+(?: DUE TO (?P<why>[A-Z ]+))?[^*]*\*\*\*")
 _DUE_TO = {
     "TIME LIMIT": JobState.TIMEOUT,
     "PREEMPTION": JobState.PREEMPTED,
@@ -68,7 +68,7 @@ def _slurmstepd(line: str) -> LogEnd | None:
     m = _SLURMSTEPD.search(line) if "CANCELLED AT" in line else None
     if m is None:
         return None
-    return LogEnd(_DUE_TO.get(m["why"] or "", JobState.CANCELLED), None, line)
+    return LogEnd(_DUE_TO.get((m["why"] or "").strip(), JobState.CANCELLED), None, line)
 
 
 def _step_status(line: str) -> LogEnd | None:
