@@ -20,7 +20,7 @@ from oellm_autoexp.adapters.pattern_files import monitoring_dirs, pattern_set_fr
 from oellm_autoexp.adapters.store import DB_FILENAME, AttemptInfo, DecisionInfo, JobInfo, SQLiteStore
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.config.loader import compose_mapping, search_path
-from oellm_autoexp.core.judge import Evidence
+from oellm_autoexp.core.judge import Evidence, Trigger
 from oellm_autoexp.core.line_time import Between, LineTimes, line_times
 from oellm_autoexp.core.log_end import LogEnd, end_of
 from oellm_autoexp.core.replay import Batch, ReplayResult, ReplaySetup, SlurmView, batches_of, replay
@@ -240,7 +240,10 @@ def _recorded_slurm(attempt: AttemptInfo, batches: Sequence[Batch]) -> SlurmView
 
 def _recorded(decision: DecisionInfo, reads: Sequence[Any]) -> RecordedDecision:
     at = decision.decided_at
-    offsets = [r.end_offset for r in reads if r.read_at <= at]
     evidence = Evidence.from_json(decision.evidence)
+    # An end is judged after the tailer read the log's last lines (read a moment after the poll
+    # that saw the end, and the last reads of the attempt): the decision rests on all of them.
+    ended = evidence.trigger == Trigger.END.value
+    offsets = [r.end_offset for r in reads if ended or r.read_at <= at]
     return RecordedDecision(at.timestamp(), decision.action, decision.reason, evidence,
                             max(offsets) if offsets else None)  # fmt: skip
