@@ -20,13 +20,16 @@ LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 FAULT_FOLDERS = (LOGS / "gpu", LOGS / "gpu_monitor")
 MAX_DELAY_S = 10.0  # issue 8: decided within 10 s of the first fatal line, whatever the collective timeout
 PERMANENT = "Permanent failure detected (excluded error_type: {})"
-EXPECTED = {  # fault (in the file name) -> (action, reason, error types, kind or None)
+EXPECTED: dict[
+    str, tuple[str, str | None, set[str | None], str | None]
+] = {  # fault (in the file name) -> (action, reason, error types, kind or None)
     "oom": ("stop", PERMANENT.format("oom"), {"oom"}, None),
     "crash": ("stop", PERMANENT.format("exception"), {"exception"}, None),
     "segv": ("stop", PERMANENT.format("segfault"), {"segfault"}, None),
     "kill": ("restart", "Transient failure detected (error_type=killed)", {"killed"}, None),
     "hang": ("restart", None, {"hang", "nccl_timeout"}, "hang"),
     "nan": ("stop", PERMANENT.format("numerical_instability"), {"numerical_instability"}, None),
+    "healthy": ("stop", "Job completed successfully", {None}, "success"),  # no fatal line at all
 }
 
 
@@ -40,10 +43,11 @@ def fault_of(path: Path) -> str | None:
 
 
 def test_every_gpu_log_names_one_known_fault() -> None:
-    """No fault log is silently left out of the replay test below: each file name names one fault."""
+    """No fault log is silently left out of the replay test below: each file name names one fault
+    (oom, crash, segv, kill, hang, nan, or healthy for a fault-free run), e.g. `oom_600s.log`."""
     logs = fault_logs()
-    assert len(logs) >= len(EXPECTED)
     assert [p.name for p in logs if fault_of(p) is None] == []
+    assert {fault_of(p) for p in logs} >= {"oom", "crash", "segv", "kill", "hang", "nan"}
 
 
 @pytest.mark.parametrize("path", fault_logs(), ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -56,7 +60,8 @@ def test_gpu_fault_is_decided_on_its_root_cause_within_seconds(path: Path) -> No
     survivor's NCCL watchdog line: oom, crash and segv were restarted as `hang` (twice, then the hang
     budget ran out) and kill was recorded as `hang`; these assertions fail on that code.
     """
-    action, reason, error_types, kind = EXPECTED[fault_of(path) or ""]
+    fault = fault_of(path) or ""
+    action, reason, error_types, kind = EXPECTED[fault]
     result = replay_file(read_log(path), setup_from_config(None, [], []))
     [decision] = result.decisions
     evidence = decision.judgement.evidence
@@ -66,6 +71,9 @@ def test_gpu_fault_is_decided_on_its_root_cause_within_seconds(path: Path) -> No
     assert evidence.error_type in error_types
     if kind is not None:
         assert evidence.kind == kind
+    if fault == "healthy":
+        assert result.first_fatal is None and evidence.after_first_fatal_s is None
+        return
     assert evidence.after_first_fatal_s is not None and 0 <= evidence.after_first_fatal_s <= MAX_DELAY_S
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from oellm_autoexp.adapters.pattern_files import load_patterns
@@ -13,6 +14,7 @@ from oellm_autoexp.core.judge import Evidence, PastDecision
 from oellm_autoexp.core.log_end import LogEnd
 from oellm_autoexp.core.policy import load_policy
 from oellm_autoexp.core.progress import HangConfig
+from oellm_autoexp.core.read_times import ReadMark, coalesces
 from oellm_autoexp.core.replay import Batch, ReplaySetup, SlurmView, batches_of, replay
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,3 +123,23 @@ def test_a_clean_log_completes() -> None:
     result = replay(batches, SlurmView(0.0, 5.0, LogEnd(JobState.COMPLETED, 0, "t")), setup())
     assert [d.judgement.decision.reason for d in result.decisions] == ["Job completed successfully"]
     assert result.first_fatal is None and result.root_cause is None
+
+
+@pytest.mark.parametrize(
+    ("last", "start", "at_s", "has_signal", "expected"),
+    [
+        (ReadMark(1, 0, 100, 10.0), 100, 10.5, False, True),  # a burst of plain lines: one row
+        (ReadMark(1, 0, 100, 10.0), 100, 11.0, False, False),  # 1 s later: a row of its own
+        (ReadMark(1, 0, 100, 10.0), 100, 10.5, True, False),  # a signal keeps its own time
+        (ReadMark(1, 0, 100, 10.0, has_signal=True), 100, 10.5, False, False),  # nor is a signal row grown
+        (ReadMark(1, 0, 100, 10.0), 0, 10.5, False, False),  # the file was read again from 0
+        (ReadMark(None, 0, 100, 10.0), 100, 10.5, False, False),  # not written yet
+        (None, 0, 10.0, False, False),
+    ],
+)
+def test_timing_record_coalesces_only_plain_bursts(
+    last: ReadMark | None, start: int, at_s: float, has_signal: bool, expected: bool
+) -> None:
+    """A batch extends the row before it only when it follows it in the file within 1 s and neither holds
+    a signal other than progress: the times a decision rests on stay exact."""
+    assert coalesces(last, start, at_s, has_signal) is expected
