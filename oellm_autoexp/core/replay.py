@@ -127,7 +127,7 @@ class _Replay:
             t = self._next_tick()
             if t >= until_s:
                 return
-            self._tick(t, log_done=False)
+            self._tick(t)
 
     def _next_tick(self) -> float:
         due = self.view.fatal_due_s()
@@ -135,13 +135,11 @@ class _Replay:
             return min(self.next_poll, due)
         return self.next_poll
 
-    def _tick(self, t: float, *, log_done: bool) -> None:
+    def _tick(self, t: float) -> None:
+        """One poll while Slurm says RUNNING: `Monitor._poll`'s order (observe, fatal lines, hangs)."""
         self.last_tick = t
         if t >= self.next_poll:
             self.next_poll += self.setup.poll_s * (1 + math.floor((t - self.next_poll) / self.setup.poll_s))
-        if log_done and t >= self.slurm.end_at_s:
-            self._end(t)
-            return
         self.view.mark_running(t)
         self._check_fatal(t)
         self._check_hang(t)
@@ -233,7 +231,7 @@ class _Replay:
         end_s = max(self.slurm.end_at_s, last_read_s)
         self.run_ticks(end_s)
         if not self.done:
-            self._tick(end_s, log_done=True)
+            self._end(end_s)  # the poll that sees the end judges it, and nothing else about the attempt
         result = self.result
         result.first_fatal = self.view.first_fatal  # a healed one is reported as a recovery event
         if result.root_cause is None and not result.decisions:
