@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.adapters.pattern_files import monitoring_dirs, pattern_set_from_mapping
-from oellm_autoexp.adapters.store import DB_FILENAME, AttemptInfo, DecisionInfo, JobInfo, SQLiteStore
+from oellm_autoexp.adapters.store import (
+    DB_FILENAME,
+    AttemptInfo,
+    DecisionInfo,
+    JobInfo,
+    LogReadInfo,
+    SQLiteStore,
+)
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.config.loader import compose_mapping, search_path
 from oellm_autoexp.core.judge import Evidence, Trigger
@@ -198,13 +205,14 @@ def job_setup(job: JobInfo, overrides: Sequence[str], config_dirs: Sequence[str]
 def attempt_inputs(store: SQLiteStore, job: JobInfo, setup: ReplaySetup) -> list[AttemptInput]:
     """Every attempt of the job that has a timing record, oldest first."""
     decisions = store.decisions_for_job(job.id)
+    attempts = store.attempts_for_job(job.id)
     out = []
-    for attempt in store.attempts_for_job(job.id):
+    for attempt in attempts:
         reads = store.log_reads_for_attempt(attempt.id)
-        if not reads or not attempt.log_path:
+        batches = batches_from_record(Path(attempt.log_path), reads) if reads and attempt.log_path else []
+        if not batches:
             continue
-        batches = _batches_from_record(Path(attempt.log_path), reads)
-        earlier = {a.id for a in store.attempts_for_job(job.id) if a.attempt_no < attempt.attempt_no}
+        earlier = {a.id for a in attempts if a.attempt_no < attempt.attempt_no}
         past = tuple(past_decisions([d for d in decisions if d.attempt_id in earlier]))
         own = [d for d in decisions if d.attempt_id == attempt.id]
         out.append(
@@ -219,15 +227,24 @@ def attempt_inputs(store: SQLiteStore, job: JobInfo, setup: ReplaySetup) -> list
     return out
 
 
-def _batches_from_record(log_path: Path, reads: Sequence[Any]) -> list[Batch]:
+def batches_from_record(log_path: Path, reads: Sequence[LogReadInfo]) -> list[Batch]:
+    """The attempt's log cut into the batches its timing record says the monitor read, at their times."""
     try:
         data = log_path.read_bytes()
     except OSError as exc:
         raise UserError(f"{log_path}: cannot read the attempt's log: {exc.strerror}") from None
-    return [
-        Batch(r.read_at.timestamp(), tuple(decoded_lines(data[r.start_offset : r.end_offset])), r.end_offset)
-        for r in reads
-    ]
+    batches, consumed = [], 0
+    for r in reads:
+        # A monitor that died after reading a batch but before saving its offset left a row the next
+        # one read again: each byte is delivered once, at the first time it was read.
+        start = max(r.start_offset, consumed)
+        if start >= r.end_offset:
+            continue
+        batches.append(
+            Batch(r.read_at.timestamp(), tuple(decoded_lines(data[start : r.end_offset])), r.end_offset)
+        )
+        consumed = r.end_offset
+    return batches
 
 
 def _recorded_slurm(attempt: AttemptInfo, batches: Sequence[Batch]) -> SlurmView:
@@ -238,7 +255,7 @@ def _recorded_slurm(attempt: AttemptInfo, batches: Sequence[Batch]) -> SlurmView
     return SlurmView(min(running, first), ended, end)
 
 
-def _recorded(decision: DecisionInfo, reads: Sequence[Any]) -> RecordedDecision:
+def _recorded(decision: DecisionInfo, reads: Sequence[LogReadInfo]) -> RecordedDecision:
     at = decision.decided_at
     evidence = Evidence.from_json(decision.evidence)
     # An end is judged after the tailer read the log's last lines (read a moment after the poll

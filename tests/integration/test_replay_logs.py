@@ -196,3 +196,25 @@ def test_bad_input_is_one_clear_message(
     assert code == 2
     assert err.startswith("autoexp: error: ") and message in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_bytes_read_again_after_a_monitor_restart_are_replayed_once(tmp_path: Path) -> None:
+    """A row re-read by a resumed monitor (its offset was not saved) is delivered once, at its first time."""
+    from datetime import UTC, datetime
+
+    from oellm_autoexp.adapters.store import LogReadInfo
+    from oellm_autoexp.daemon.replay_runs import batches_from_record
+
+    log = tmp_path / "x.log"
+    log.write_bytes(b"line one\nline two\nline three\n")
+    at = [datetime(2026, 11, 23, 1, 0, s, tzinfo=UTC) for s in (0, 5, 9)]
+    reads = [
+        LogReadInfo(1, 1, 0, 18, at[0]),
+        LogReadInfo(2, 1, 9, 18, at[1]),
+        LogReadInfo(3, 1, 9, 29, at[2]),
+    ]
+    batches = batches_from_record(log, reads)
+    assert [(b.at_s - at[0].timestamp(), b.lines, b.end_offset) for b in batches] == [
+        (0.0, ("line one", "line two"), 18),
+        (9.0, ("line three",), 29),
+    ]
