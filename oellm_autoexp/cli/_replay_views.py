@@ -156,9 +156,7 @@ def session_attempt(job: str, item: AttemptInput, result: ReplayResult) -> tuple
         if not rows:
             out.append(f"  {who}:  no decision")
         for r in rows:
-            out.append(
-                f"  {who}: {_at(r['at_s'])}  offset {r['offset']}  {r['action']}: {r['reason']}"
-            )
+            out.append(f"  {who}: {_at(r['at_s'])}  offset {r['offset']}  {r['action']}: {r['reason']}")
     out.append(
         "  the same decisions at the same offsets" if same else "  DIFFERENT from what the monitor decided"
     )

@@ -15,6 +15,7 @@ from typing import Any
 from oellm_autoexp.adapters.submission import state_dir
 from oellm_autoexp.cli import _replay_views as views
 from oellm_autoexp.cli._sessions import find_job, find_session
+from oellm_autoexp.core.line_time import Between
 from oellm_autoexp.core.log_end import LogEnd, parse_end_state
 from oellm_autoexp.core.replay import ReplayResult, ReplaySetup, replay
 from oellm_autoexp.daemon.replay_runs import (
@@ -93,9 +94,9 @@ def _end_state(text: str | None) -> LogEnd | None:
 
 
 def _replay_one(
-    path: Path, setup: ReplaySetup, end: LogEnd | None, between: str
+    path: Path, setup: ReplaySetup, end: LogEnd | None, between: Between
 ) -> tuple[Path, ReplayResult, list[str]]:
-    log = read_log(path, between)  # type: ignore[arg-type]
+    log = read_log(path, between)
     warnings = [log.times.warning] if log.times.warning else []
     return path, replay_file(log, setup, end), warnings
 
