@@ -160,4 +160,8 @@ def session_attempt(job: str, item: AttemptInput, result: ReplayResult) -> tuple
     out.append(
         "  the same decisions at the same offsets" if same else "  DIFFERENT from what the monitor decided"
     )
+    replayed_lines = (
+        timeline("", result).replace("end state the log shows", "end state recorded").splitlines()
+    )
+    out += ["  replayed timeline:"] + [f"  {line}" for line in replayed_lines[1:]]
     return "\n".join(out), data
