@@ -32,6 +32,7 @@ from oellm_autoexp.adapters.store_records import (
     AttemptInfo,
     DecisionInfo,
     JobInfo,
+    LogReadInfo,
     NewSignal,
     SessionInfo,
     SignalInfo,
@@ -47,6 +48,7 @@ from oellm_autoexp.adapters.store_schema import (
     Intent,
     JobRow,
     LogOffsetRow,
+    LogReadRow,
     SessionRow,
     SessionStatus,
     SignalRow,
@@ -71,6 +73,7 @@ __all__ = [
     "Intent",
     "JobInfo",
     "JobStatus",
+    "LogReadInfo",
     "MonitorLockHeld",
     "NewSignal",
     "SQLiteStore",
@@ -550,6 +553,30 @@ class SQLiteStore:
     def save_offset(self, path: str, inode: int, offset: int) -> None:
         with self._write() as db:
             db.merge(LogOffsetRow(path=path, inode=inode, offset=offset, updated_at=_utcnow()))
+
+    # -- the timing record (`autoexp replay --session`; core/read_times.py) ---------------------
+
+    def record_log_read(
+        self, attempt_id: int, start_offset: int, end_offset: int, *, read_at: datetime, extend: int | None
+    ) -> int:
+        """Add a row for bytes [start, end) read at `read_at`, or extend row `extend` to `end_offset`."""
+        with self._write() as db:
+            row = db.get(LogReadRow, extend) if extend is not None else None
+            if row is not None:
+                row.end_offset = end_offset
+                return row.id
+            row = LogReadRow(attempt_id=attempt_id, start_offset=start_offset, end_offset=end_offset,
+                             read_at=read_at)  # fmt: skip
+            db.add(row)
+            db.flush()
+            return row.id
+
+    def log_reads_for_attempt(self, attempt_id: int) -> list[LogReadInfo]:
+        """The attempt's timing record, in read order."""
+        stmt = select(LogReadRow).where(LogReadRow.attempt_id == attempt_id).order_by(LogReadRow.id)
+        with self._read() as db:
+            return [LogReadInfo(r.id, r.attempt_id, r.start_offset, r.end_offset, r.read_at)
+                    for r in db.scalars(stmt)]  # fmt: skip
 
 
 def _with_counts(db: Session, rows: Sequence[JobRow]) -> list[JobInfo]:

@@ -98,6 +98,17 @@ class DecisionInfo:
     decided_at: datetime
 
 
+@dataclass(frozen=True)
+class LogReadInfo:
+    """A stretch of an attempt's log and when the monitor read it (store_schema.LogReadRow)."""
+
+    id: int
+    attempt_id: int
+    start_offset: int
+    end_offset: int
+    read_at: datetime
+
+
 def session_info(r: SessionRow) -> SessionInfo:
     return SessionInfo(
         r.id, r.name, r.config_path, r.config_json, r.created_at, r.status,

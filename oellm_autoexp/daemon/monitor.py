@@ -40,6 +40,7 @@ from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState, is_terminal
 from oellm_autoexp.core.judge import Evidence, Judgement, Trigger, Verdict, judge, stopped_status
 from oellm_autoexp.core.policy import DecisionAction
+from oellm_autoexp.core.read_times import ReadMark, coalesces, extended
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.scheduler import Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
@@ -495,7 +496,9 @@ class Monitor:
                 self._say(f"{self._who(live)}: log {type(event).__name__}: {event.path}")
             return
         if live is not None:
+            kept = len(live.view.classifier.signals)
             self._classify(live, event.lines, now)
+            self._record_read_time(live, event, now, has_signal=len(live.view.classifier.signals) > kept)
         if self._tailer is not None:
             self._tailer.commit(event)
 
@@ -530,6 +533,20 @@ class Monitor:
             NewSignal(s.pattern, s.error_type, s.subsystem, s.role, s.line_no, s.line, utc(now))
             for s in fresh
         ]
+
+    # -- the timing record (`autoexp replay --session`; core/read_times.py) -----------------------
+
+    def _record_read_time(self, live: LiveAttempt, event: LogLines, now: float, *, has_signal: bool) -> None:
+        """Remember when these bytes were read, so that a replay delivers them at the same time."""
+        last = live.last_read
+        if last is not None and coalesces(last, event.start_offset, now, has_signal):
+            self.store.record_log_read(live.attempt.id, last.start_offset, event.end_offset,
+                                       read_at=utc(last.read_at_s), extend=last.row_id)  # fmt: skip
+            live.last_read = extended(last, event.end_offset)
+            return
+        row_id = self.store.record_log_read(live.attempt.id, event.start_offset, event.end_offset,
+                                            read_at=utc(now), extend=None)  # fmt: skip
+        live.last_read = ReadMark(row_id, event.start_offset, event.end_offset, now, has_signal)
 
     # -- output ---------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from oellm_autoexp.core.job_state import JobState
 from oellm_autoexp.core.judge import Evidence, PastDecision, history_from
 from oellm_autoexp.core.plan import JobPlan
 from oellm_autoexp.core.policy import RestartHistory, RestartPolicy
+from oellm_autoexp.core.read_times import ReadMark
 from oellm_autoexp.daemon.settings import MonitorSettings
 
 
@@ -30,12 +31,17 @@ class JobRuntime:
     in_job_restarts: bool = False  # the backend's launcher restarts workers in place
 
     def early_settings(self) -> EarlySettings:
-        in_job = self.settings.in_job_restarts
-        return EarlySettings(
-            settle_s=self.settings.fatal_settle_s,
-            in_job_restarts=self.in_job_restarts if in_job is None else in_job,
-            recovery_window_s=self.settings.recovery_window_s,
-        )
+        return early_settings(self.settings, self.in_job_restarts)
+
+
+def early_settings(settings: MonitorSettings, backend_in_job_restarts: bool = False) -> EarlySettings:
+    """How a running attempt's fatal lines are acted on, from the monitoring settings."""
+    in_job = settings.in_job_restarts
+    return EarlySettings(
+        settle_s=settings.fatal_settle_s,
+        in_job_restarts=backend_in_job_restarts if in_job is None else in_job,
+        recovery_window_s=settings.recovery_window_s,
+    )
 
 
 @dataclass
@@ -53,6 +59,7 @@ class LiveAttempt:
     waiting_on_fatal: bool = False  # a settled fatal line was judged "wait for the end"
     signals_recorded: int = 0  # how many of the classifier's signals are in the store
     nodes: tuple[str, ...] = field(default_factory=tuple)
+    last_read: ReadMark | None = None  # the timing record's newest row (Monitor._record_read_time)
 
     @property
     def executor_id(self) -> str:

@@ -374,3 +374,19 @@ def test_close_releases_every_connection(tmp_path: Path) -> None:
     assert open_db_fds(tmp_path) != []  # the pool keeps a connection while open
     store.close()
     assert open_db_fds(tmp_path) == []
+
+
+def test_timing_record_rows_are_added_extended_and_read_back_in_order(store: SQLiteStore) -> None:
+    """`record_log_read` adds a row, or extends the row it names; rows come back in read order, and
+    they go with their attempt."""
+    _, jid = _job(store)
+    aid = store.record_intent(jid, 1, "tag-1", now=T0, log_path="/logs/x.out")
+    first = store.record_log_read(aid, 0, 100, read_at=T0, extend=None)
+    assert store.record_log_read(aid, 0, 180, read_at=T0 + timedelta(seconds=1), extend=first) == first
+    store.record_log_read(aid, 180, 250, read_at=T0 + timedelta(seconds=9), extend=None)
+    rows = store.log_reads_for_attempt(aid)
+    assert [(r.start_offset, r.end_offset, r.read_at) for r in rows] == [
+        (0, 180, T0),  # extending keeps the row's first read time
+        (180, 250, T0 + timedelta(seconds=9)),
+    ]
+    assert store.log_reads_for_attempt(aid + 1) == []
