@@ -125,7 +125,9 @@ class AttemptView:
                 tracker = progress.advance(tracker, event, now)
             if isinstance(event, progress.Iteration):
                 self._on_iteration(event.iteration, now)
-            if signal.teardown_start == "stop_requested":
+            if signal.teardown_start == "stop_requested" and self.first_fatal is None:
+                # Only a stop asked for BEFORE any worker failed explains the teardown; one that
+                # comes after (the supervisor's own cancel, Slurm's kill) says nothing about it.
                 self._stop_requested = True
             if signal.is_fatal and self.first_fatal is None:
                 self.first_fatal = FatalMark(signal, now)
