@@ -88,6 +88,7 @@ class AttemptView:
         self.tracker: ProgressState | None = None  # started when first seen running (or a line is read)
         self.first_fatal: FatalMark | None = None  # the first fatal line not yet healed
         self.best_iteration: int | None = None  # the counter's high-water mark
+        self.total_iterations: int | None = None  # what the counter counts towards (`iteration N/ TOTAL`)
         self._best_before_fatal: int | None = None  # the high-water mark when the window opened
         self._stop_requested = False  # the launcher itself was told to stop (scancel, time limit)
         self._recoveries: list[Recovery] = []
@@ -125,6 +126,9 @@ class AttemptView:
                 tracker = progress.advance(tracker, event, now)
             if isinstance(event, progress.Iteration):
                 self._on_iteration(event.iteration, now)
+                total = signal.groups.get("train_iters")
+                if total is not None and total.isdigit():
+                    self.total_iterations = int(total)
             if signal.teardown_start == "stop_requested" and self.first_fatal is None:
                 # Only a stop asked for BEFORE any worker failed explains the teardown; one that
                 # comes after (the supervisor's own cancel, Slurm's kill) says nothing about it.
@@ -196,11 +200,25 @@ class AttemptView:
     def end_verdict(self, record: JobRecord, now: float) -> Verdict:
         """Slurm says the attempt ended: judged on the log's root cause."""
         cause = self.classifier.root_cause()
+        worker_exit = self._worker_exit_code()
         observed = f"job ended {record.state.value}" + (
             f" exit {record.exit_code}" if record.exit_code else ""
         )
-        return Verdict(Trigger.END, now, cause=cause, record=record, first_fatal=self.first_fatal,
-                       observed=observed)  # fmt: skip
+        if worker_exit is not None and worker_exit != record.exit_code:
+            observed += f" (worker exit {worker_exit})"
+        return Verdict(
+            Trigger.END, now, cause=cause, record=record, first_fatal=self.first_fatal, observed=observed,
+            worker_exit_code=worker_exit, iteration=self.classifier.last_iteration,
+            total_iterations=self.total_iterations,
+        )  # fmt: skip
+
+    def _worker_exit_code(self) -> int | None:
+        """The failed worker's own exit code as the launcher reported it (torchrun exits 1 itself)."""
+        for signal in self.classifier.signals:
+            value = signal.groups.get("exitcode")
+            if value is not None and value.lstrip("-").isdigit():
+                return int(value)
+        return None
 
     def cause(self, *, roots_only: bool = False) -> Signal | None:
         """The root cause so far; a teardown with no cause line at all is a silent death (`killed`)."""

@@ -68,6 +68,7 @@ class Match(_Model):
     kinds: tuple[OutcomeKind, ...] = ()  # outcome kinds (see core/outcome.py)
     states: tuple[JobState, ...] = ()  # Slurm states
     error_types: tuple[str, ...] = ()  # compared with the classifier's error_type and the kind
+    exit_codes: tuple[int, ...] = ()  # the training process's exit status (Megatron: 16, 17)
 
     def fits(self, outcome: Outcome) -> bool:
         """True when every non-empty selector fits `outcome`."""
@@ -75,6 +76,7 @@ class Match(_Model):
             (not self.kinds or outcome.kind in self.kinds)
             and (not self.states or outcome.state in self.states)
             and (not self.error_types or bool(outcome.names & set(self.error_types)))
+            and (not self.exit_codes or outcome.exit_code in self.exit_codes)
         )
 
 
