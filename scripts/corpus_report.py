@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Score the classifier on the labelled corpus (tests/corpus/*.yaml) and print the per-class table.
+
+    scripts/corpus_report.py [--patterns NAME] [--wrong N]
+
+Uses the shipped `megatron_production` pattern set, as `autoexp classify` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from oellm_autoexp.adapters.pattern_files import DEFAULT_PATTERNS, load_patterns  # noqa: E402
+from oellm_autoexp.core.classify_score import Excerpt, excerpts_from_records, format_score, score_excerpts  # noqa: E402
+
+CORPUS_DIR = REPO / "tests" / "corpus"
+
+
+def load_corpus(directory: Path = CORPUS_DIR) -> list[Excerpt]:
+    """Every record of every tests/corpus/*.yaml file, in file order."""
+    excerpts: list[Excerpt] = []
+    for path in sorted(directory.glob("*.yaml")):
+        records = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        excerpts += excerpts_from_records(records, path.name)
+    return excerpts
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--patterns", default=DEFAULT_PATTERNS, help="pattern set name or file")
+    parser.add_argument("--wrong", type=int, default=50, metavar="N", help="list up to N wrong readings")
+    args = parser.parse_args()
+    score = score_excerpts(load_corpus(), load_patterns([args.patterns]))
+    print(format_score(score, wrong_limit=args.wrong))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The classifier on real log lines quoted from public sources (tests/corpus/*.yaml).
+
+The per-class table and the confusion pairs go into the pytest output (run with -s,
+or read them in the failure message). The floor in tests/corpus/accuracy_floor.txt
+is raised whenever the patterns get better; it is never lowered to make a change pass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from oellm_autoexp.adapters.pattern_files import load_patterns
+from oellm_autoexp.core.classify_score import HEALTHY, Excerpt, excerpts_from_records, format_score, score_excerpts
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+FLOOR = float((CORPUS / "accuracy_floor.txt").read_text().split()[0])
+SOURCE = re.compile(r"^[\w.-]+/[\w.-]+#\d+$|^https?://\S+$")
+
+
+def _corpus() -> list[Excerpt]:
+    excerpts: list[Excerpt] = []
+    for path in sorted(CORPUS.glob("*.yaml")):
+        excerpts += excerpts_from_records(yaml.safe_load(path.read_text(encoding="utf-8")), path.name)
+    return excerpts
+
+
+EXCERPTS = _corpus()
+
+
+@pytest.fixture(scope="module")
+def score():
+    result = score_excerpts(EXCERPTS, load_patterns(["megatron_production"]))
+    print("\n" + format_score(result, wrong_limit=30))
+    return result
+
+
+def test_accuracy_is_at_least_the_recorded_floor(score) -> None:
+    """Overall accuracy on the corpus never drops below the floor recorded in the repo."""
+    assert score.accuracy >= FLOOR, format_score(score, wrong_limit=30)
+
+
+def test_no_healthy_excerpt_is_called_a_failure(score) -> None:
+    """Healthy-but-alarming lines (NCCL INFO/WARN at init, loss-scale skips, ...) never read as failures."""
+    wrong = [f"{r.excerpt.source}: {r.got}: {r.excerpt.text[:120]}" for r in score.healthy_called_failures]
+    assert wrong == []
+
+
+def test_every_record_names_a_source_and_a_known_class() -> None:
+    """Each excerpt cites owner/repo#N or a URL, and its class is one the patterns can give (or healthy)."""
+    patterns = load_patterns(["megatron_production"])
+    classes = {p.error_type for p in patterns.patterns if p.error_type} | {HEALTHY}
+    bad = [e.source for e in EXCERPTS if not SOURCE.match(e.source) or e.expected not in classes]
+    assert bad == []
+
+
+def test_corpus_is_large_enough_per_class() -> None:
+    """At least 300 excerpts, 40 healthy ones, and 10 of every class that has any."""
+    counts = Counter(e.expected for e in EXCERPTS)
+    assert len(EXCERPTS) >= 300, len(EXCERPTS)
+    assert counts[HEALTHY] >= 40, counts
+    assert [c for c, n in counts.items() if n < 10] == [], counts
