@@ -15,7 +15,13 @@ import pytest
 import yaml
 
 from oellm_autoexp.adapters.pattern_files import load_patterns
-from oellm_autoexp.core.classify_score import HEALTHY, Excerpt, excerpts_from_records, format_score, score_excerpts
+from oellm_autoexp.core.classify_score import (
+    HEALTHY,
+    Excerpt,
+    excerpts_from_records,
+    format_score,
+    score_excerpts,
+)
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 FLOOR = float((CORPUS / "accuracy_floor.txt").read_text().split()[0])
