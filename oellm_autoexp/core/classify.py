@@ -248,11 +248,19 @@ def _candidate_indices(lines: Sequence[str], index: _Index) -> Iterable[int]:
     for line in lines:
         starts.append(pos)
         pos += len(line) + 1
+    # One hit is enough to make a line a candidate: resume the scan at the next line's start
+    # instead of finding every further keyword in this one (a Megatron iteration line holds
+    # several, early on).
     found: list[int] = []
-    for match in index.prefilter.finditer(text):
+    search = index.prefilter.search
+    last = len(starts) - 1
+    match = search(text)
+    while match is not None:
         i = bisect.bisect_right(starts, match.start()) - 1
-        if not found or found[-1] != i:
-            found.append(i)
+        found.append(i)
+        if i >= last:
+            break
+        match = search(text, starts[i + 1])
     return found
 
 

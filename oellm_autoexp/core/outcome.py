@@ -46,6 +46,11 @@ class OutcomeKind(StrEnum):
 
 HANG_ERROR_TYPES = frozenset({"hang", "stall"})  # classifier error types that mean a hang
 
+# Error types that fail identically on every attempt, whatever a policy's rules say: the same
+# configuration lands on the same check (a launcher rejecting an argument, TP/PP that do not
+# divide, a checkpoint that cannot load at this parallelism, a full disk quota).
+PERMANENT_ERROR_TYPES = frozenset({"config_error"})
+
 # Step 6 above: error types whose meaning is a kind of its own, whatever Slurm's state says.
 KIND_BY_ERROR_TYPE = {
     "oom": OutcomeKind.OOM,
