@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Score the classifier on the labelled corpus (tests/corpus/*.yaml) and print the per-class table.
 
-    scripts/corpus_report.py [--patterns NAME] [--wrong N]
+    scripts/corpus_report.py [--patterns NAME] [--wrong N] [--corpus DIR]
 
 Uses the shipped `megatron_production` pattern set, as `autoexp classify` does.
 """
@@ -36,8 +36,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--patterns", default=DEFAULT_PATTERNS, help="pattern set name or file")
     parser.add_argument("--wrong", type=int, default=50, metavar="N", help="list up to N wrong readings")
+    parser.add_argument("--corpus", type=Path, default=CORPUS_DIR, help="folder of corpus *.yaml files")
     args = parser.parse_args()
-    score = score_excerpts(load_corpus(), load_patterns([args.patterns]))
+    score = score_excerpts(load_corpus(args.corpus), load_patterns([args.patterns]))
     print(format_score(score, wrong_limit=args.wrong))
     return 0
 
