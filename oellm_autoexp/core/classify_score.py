@@ -35,6 +35,7 @@ class Reading:
 
     excerpt: Excerpt
     got: str  # the root cause's error_type, or HEALTHY
+    mixed: bool = False  # besides the root, a cascade/teardown line or a line of another class
 
     @property
     def right(self) -> bool:
@@ -68,6 +69,11 @@ class Score:
         return sum(r.right for r in self.readings) / len(self.readings) if self.readings else 1.0
 
     @property
+    def mixed(self) -> int:
+        """Excerpts where the root shares the excerpt with its cascade (teardown, other classes)."""
+        return sum(r.mixed for r in self.readings)
+
+    @property
     def healthy_called_failures(self) -> list[Reading]:
         return [r for r in self.readings if r.excerpt.expected == HEALTHY and r.got != HEALTHY]
 
@@ -90,7 +96,12 @@ def read_excerpt(excerpt: Excerpt, patterns: PatternSet) -> Reading:
     classifier.feed(excerpt.text.splitlines())
     cause = classifier.root_cause()
     got = cause.error_type if cause is not None and cause.error_type else HEALTHY
-    return Reading(excerpt, got)
+    mixed = cause is not None and any(
+        s is not cause
+        and (s.teardown or s.role == "cascade" or (s.error_type or cause.error_type) != cause.error_type)
+        for s in classifier.signals
+    )
+    return Reading(excerpt, got, mixed)
 
 
 def score_excerpts(excerpts: Iterable[Excerpt], patterns: PatternSet) -> Score:
@@ -106,6 +117,7 @@ def format_score(score: Score, wrong_limit: int = 0) -> str:
     ]
     right = sum(r.right for r in score.readings)
     lines.append(f"overall accuracy: {score.accuracy:.1%} ({right}/{len(score.readings)})")
+    lines.append(f"excerpts mixing a root with its cascade: {score.mixed}")
     confusions = score.confusions()
     if confusions:
         lines.append("confusions (expected -> got: count):")
