@@ -47,7 +47,8 @@ EVIDENCE_LINES = 8
 #   `3: ` (srun --label), `[1,3]<stderr>:` (mpirun --tag-output: job, rank),
 #   `[2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] ` (DeepSpeed),
 #   `(RayTrainWorker pid=123) ` / `(pid=123, ip=10.0.0.1) ` (Ray actors and tasks).
-# The rank groups are r_torch, r_srun and r_mpi; only the last prefix's rank is kept.
+# The rank groups are r_torch, r_srun and r_mpi; the process's own `[rankN]:` wins over the
+# launcher's task number (srun, mpirun).
 _PREFIX = re.compile(
     r"(?:\s*(?:"
     r"\[(?:rank|default)(?P<r_torch>\d+)\]:"
