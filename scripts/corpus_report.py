@@ -27,7 +27,14 @@ def load_corpus(directory: Path = CORPUS_DIR) -> list[Excerpt]:
     """Every record of every tests/corpus/*.yaml file, in file order."""
     excerpts: list[Excerpt] = []
     for path in sorted(directory.glob("*.yaml")):
-        records = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        try:
+            records = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark is not None else ""
+            raise ValueError(f"{path.name}{where}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        if not isinstance(records, list):
+            raise ValueError(f"{path.name}: expected a list of records")
         excerpts += excerpts_from_records(records, path.name)
     return excerpts
 
@@ -38,7 +45,12 @@ def main() -> int:
     parser.add_argument("--wrong", type=int, default=50, metavar="N", help="list up to N wrong readings")
     parser.add_argument("--corpus", type=Path, default=CORPUS_DIR, help="folder of corpus *.yaml files")
     args = parser.parse_args()
-    score = score_excerpts(load_corpus(args.corpus), load_patterns([args.patterns]))
+    try:
+        excerpts = load_corpus(args.corpus)
+    except ValueError as exc:
+        print(f"corpus_report: {exc}", file=sys.stderr)
+        return 2
+    score = score_excerpts(excerpts, load_patterns([args.patterns]))
     print(format_score(score, wrong_limit=args.wrong))
     return 0
 

@@ -46,7 +46,8 @@ EVIDENCE_LINES = 8
 #   `[rank3]:` (torchrun >= 2.2), `[default3]:` (torchrun --tee, default role),
 #   `3: ` (srun --label), `[1,3]<stderr>:` (mpirun --tag-output: job, rank),
 #   `[2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] ` (DeepSpeed),
-#   `(RayTrainWorker pid=123) ` / `(pid=123, ip=10.0.0.1) ` (Ray actors and tasks).
+#   `(RayTrainWorker pid=123) ` / `(pid=123, ip=10.0.0.1) ` (Ray actors and tasks),
+#   `gpu004: ` (pdsh, DeepSpeed's multi-node runner: a lower-case host name with a digit).
 # The rank groups are r_torch, r_srun and r_mpi; the process's own `[rankN]:` wins over the
 # launcher's task number (srun, mpirun).
 _PREFIX = re.compile(
@@ -56,6 +57,7 @@ _PREFIX = re.compile(
     r"|\[\d+,(?P<r_mpi>\d+)\]<std(?:out|err)>:"
     r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+\] \[[A-Z]+\] \[[\w.]+:\d+:[\w<>]+\] ?"
     r"|\((?:[\w.:<>-]+ )?pid=\d+(?:, ip=[\d.]+)?\) "
+    r"|[a-z][a-z0-9-]*\d[a-z0-9.-]*: "
     r"))+"
 )
 

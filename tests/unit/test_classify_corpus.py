@@ -8,6 +8,8 @@ is raised whenever the patterns get better; it is never lowered to make a change
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -83,3 +85,14 @@ def test_corpus_is_large_enough_per_class() -> None:
 def test_corpus_mixes_roots_with_their_cascades(score) -> None:
     """At least 50 excerpts hold a root together with teardown/cascade lines or lines of another class."""
     assert score.mixed >= 50, score.mixed
+
+
+def test_corpus_report_names_a_broken_record_file(tmp_path: Path) -> None:
+    """scripts/corpus_report.py on invalid YAML: one line naming the file and line, exit 2."""
+    (tmp_path / "bad.yaml").write_text("- source: a/b#1\n  text: |-\n    x\n   y: [\n", encoding="utf-8")
+    script = Path(__file__).resolve().parents[2] / "scripts" / "corpus_report.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--corpus", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("corpus_report: bad.yaml line ") and "Traceback" not in done.stderr

@@ -44,6 +44,13 @@ RESTART = Path(__file__).resolve().parents[2] / "config" / "restart"
             None,
         ),
         ("05:54:36 Sending processes 15", "05:54:36 Sending processes 15", None),
+        ("gpu004: RuntimeError: [14] is setting up", "RuntimeError: [14] is setting up", None),
+        (
+            "srun: error: nid04277: task 1: Segmentation fault",
+            "srun: error: nid04277: task 1: Segmentation fault",
+            None,
+        ),
+        ("RuntimeError: boom", "RuntimeError: boom", None),
     ],
 )
 def test_strip_prefix_removes_launcher_prefixes_and_keeps_the_rank(
@@ -51,6 +58,23 @@ def test_strip_prefix_removes_launcher_prefixes_and_keeps_the_rank(
 ) -> None:
     """Rank and launcher prefixes go; the rank they name is returned; other lines are untouched."""
     assert strip_prefix(line) == (bare, rank)
+
+
+def test_pdsh_host_prefixed_exception_reaches_the_anchored_pattern() -> None:
+    """DeepSpeed's multi-node runner (pdsh) puts `host: ` first; the traceback's last line still counts."""
+    cause = root_cause(classify_lines(["gpu004: ValueError: bad shape"], PATTERNS))
+    assert cause is not None and cause.error_type == "exception"
+
+
+def test_duplicate_gpu_is_a_config_error_not_nccl() -> None:
+    """Two ranks on one GPU (NVIDIA/Megatron-LM#661) fail the same way on every retry."""
+    lines = [
+        "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+        "Last error:",
+        "Duplicate GPU detected : rank 3 and rank 0 both on CUDA device f000",
+    ]
+    cause = root_cause(classify_lines(lines, PATTERNS))
+    assert cause is not None and (cause.error_type, cause.rank) == ("config_error", 3)
 
 
 def test_mpirun_prefixed_exception_is_seen_with_its_rank() -> None:
