@@ -54,6 +54,11 @@ HANG_ERROR_TYPES = frozenset({"hang", "stall", "nccl_timeout"})
 # The classifier-independent error type of an exit 0 before the last iteration (step 3).
 EARLY_EXIT_ERROR_TYPE = "exit_before_end"
 
+# Error types that fail identically on every attempt, whatever a policy's rules say: the same
+# configuration lands on the same check (a launcher rejecting an argument, TP/PP that do not
+# divide, a checkpoint that cannot load at this parallelism, a full disk quota).
+PERMANENT_ERROR_TYPES = frozenset({"config_error"})
+
 # Step 6 above: error types whose meaning is a kind of its own, whatever Slurm's state says.
 KIND_BY_ERROR_TYPE = {
     "oom": OutcomeKind.OOM,
