@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.adapters.pattern_files import DEFAULT_PATTERNS, load_patterns, monitoring_dirs
-from oellm_autoexp.core.classify import Classifier, evidence
+from oellm_autoexp.core.classify import Classifier, evidence, log_cause
 from oellm_autoexp.core.signals import PatternSet, Signal
 from oellm_autoexp.errors import UserError
 
@@ -68,7 +68,7 @@ def classify_file(path: Path, patterns: PatternSet) -> dict[str, Any]:
     for block in _blocks(path):
         classifier.feed(block)
     signals = classifier.signals
-    cause = classifier.root_cause()
+    cause = log_cause(signals)
     last = classifier.last_progress
     return {
         "file": str(path),

@@ -33,14 +33,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from oellm_autoexp.core import progress
-from oellm_autoexp.core.classify import Classifier, root_cause
+from oellm_autoexp.core.classify import SILENT_DEATH_PATTERN, Classifier, log_cause, root_cause
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.judge import FatalMark, Trigger, Verdict
 from oellm_autoexp.core.progress import HangConfig, ProgressEvent, ProgressState
 from oellm_autoexp.core.signals import PatternSet, Signal, SignalPattern
 
 DEFAULT_SETTLE_S = 5.0  # torchrun's exit summary follows the dead rank's lines within ~1-2 s
-KILLED_PATTERN = "worker_died_silently"  # the synthetic cause of a teardown with no cause line
+KILLED_PATTERN = SILENT_DEATH_PATTERN  # the synthetic cause of a teardown with no cause line
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,6 @@ class AttemptView:
         self.best_iteration: int | None = None  # the counter's high-water mark
         self.total_iterations: int | None = None  # what the counter counts towards (`iteration N/ TOTAL`)
         self._best_before_fatal: int | None = None  # the high-water mark when the window opened
-        self._stop_requested = False  # the launcher itself was told to stop (scancel, time limit)
         self._recoveries: list[Recovery] = []
         self._kept_times: list[float] = []  # when each of classifier.signals was read
 
@@ -156,10 +155,6 @@ class AttemptView:
                 total = signal.groups.get("train_iters")
                 if total is not None and total.isdigit():
                     self.total_iterations = int(total)
-            if signal.teardown_start == "stop_requested" and self.first_fatal is None:
-                # Only a stop asked for BEFORE any worker failed explains the teardown; one that
-                # comes after (the supervisor's own cancel, Slurm's kill) says nothing about it.
-                self._stop_requested = True
             if signal.is_fatal and self.first_fatal is None:
                 self.first_fatal = FatalMark(signal, at)
                 self._best_before_fatal = self.best_iteration
@@ -225,8 +220,8 @@ class AttemptView:
                        observed=f"hang: {hang.detail}")  # fmt: skip
 
     def end_verdict(self, record: JobRecord, now: float) -> Verdict:
-        """Slurm says the attempt ended: judged on the log's root cause."""
-        cause = self.classifier.root_cause()
+        """Slurm says the attempt ended: judged on the log's cause (core/classify.py `log_cause`)."""
+        cause = self.cause()
         worker_exit = self._worker_exit_code()
         observed = f"job ended {record.state.value}" + (
             f" exit {record.exit_code}" if record.exit_code else ""
@@ -253,15 +248,7 @@ class AttemptView:
         signals = self.classifier.signals
         if now is not None and self._kept_times and self._kept_times[-1] > now:
             signals = signals[: bisect.bisect_right(self._kept_times, now)]
-        cause = root_cause(signals)
-        if cause is not None and (cause.role == "root" or not roots_only):
-            return cause
-        if roots_only or self._stop_requested or self.first_fatal is None:
-            return None
-        teardown = self.first_fatal.signal
-        if teardown.teardown_start != "worker_failed":
-            return cause
-        return Signal(
-            pattern=KILLED_PATTERN, error_type="killed", subsystem="launcher", role="root",
-            line=teardown.line, line_no=teardown.line_no, groups=teardown.groups, source=teardown.source,
-        )  # fmt: skip
+        if roots_only:
+            cause = root_cause(signals)
+            return cause if cause is not None and cause.role == "root" else None
+        return log_cause(signals)

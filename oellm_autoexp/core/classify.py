@@ -338,6 +338,44 @@ def root_cause(signals: Sequence[Signal]) -> Signal | None:
     return min(pool, key=lambda s: (-s.priority, rank_key(s), s.line_no))
 
 
+SILENT_DEATH_PATTERN = "worker_died_silently"  # the cause of a teardown that no line explains
+
+
+def silent_death(signals: Sequence[Signal]) -> Signal | None:
+    """A worker that died without a word (SIGKILL, the kernel's OOM killer), if the log shows one.
+
+    The launcher started tearing the job down because a worker failed (a `worker_failed`
+    teardown line), and the launcher was not told to stop before that. Returned as a
+    synthetic `killed` root made from the teardown line.
+    """
+    teardown = next((s for s in signals if s.teardown_start == "worker_failed"), None)
+    if teardown is None:
+        return None
+    if any(s.teardown_start == "stop_requested" and s.line_no < teardown.line_no for s in signals):
+        return None  # scancel or the time limit: Slurm's end state says why
+    return Signal(
+        pattern=SILENT_DEATH_PATTERN, error_type="killed", subsystem="launcher", role="root",
+        line=teardown.line, line_no=teardown.line_no, groups=teardown.groups, rank=teardown.rank,
+        source=teardown.source,
+    )  # fmt: skip
+
+
+def log_cause(signals: Sequence[Signal]) -> Signal | None:
+    """The cause of a log's failure: its root cause, or a silent death the launcher's teardown shows.
+
+    A cascade (a survivor's collective timeout) read AFTER the launcher began tearing the job
+    down for a failed worker is that death's consequence: with NCCL on one host, a dead peer is
+    not reported, the survivors just time out later. The silent death wins over it.
+    """
+    cause = root_cause(signals)
+    if cause is not None and cause.role == "root":
+        return cause
+    death = silent_death(signals)
+    if death is not None and (cause is None or death.line_no < cause.line_no):
+        return death
+    return cause
+
+
 def evidence(signals: Sequence[Signal], cause: Signal | None, limit: int = EVIDENCE_LINES) -> list[str]:
     """Lines that support `cause`: its own, then others of the same error type,
     then what the launcher said about the failed rank."""

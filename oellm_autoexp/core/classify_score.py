@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from oellm_autoexp.core.classify import Classifier
+from oellm_autoexp.core.classify import Classifier, log_cause
 from oellm_autoexp.core.signals import PatternSet
 
 HEALTHY = "healthy"  # the label of an excerpt that shows no failure
@@ -94,7 +94,7 @@ def read_excerpt(excerpt: Excerpt, patterns: PatternSet) -> Reading:
     """Classify one excerpt the way `autoexp classify` classifies a file."""
     classifier = Classifier(patterns, source=excerpt.source)
     classifier.feed(excerpt.text.splitlines())
-    cause = classifier.root_cause()
+    cause = log_cause(classifier.signals)
     got = cause.error_type if cause is not None and cause.error_type else HEALTHY
     mixed = cause is not None and any(
         s is not cause

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.adapters.pattern_files import load_patterns
-from oellm_autoexp.core.classify import classify_lines, root_cause
+from oellm_autoexp.core.classify import SILENT_DEATH_PATTERN, classify_lines, log_cause
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 REPO = Path(__file__).resolve().parents[2]
@@ -54,6 +54,21 @@ EXPECTED: dict[str, tuple[str | None, int | None, str | None]] = {
     "synthetic/synthetic_node_failure.log": ("node_failure", None, "nccl"),
     "synthetic/synthetic_preempted.log": ("preempted", None, "exception"),
     "synthetic/synthetic_tcpstore_timeout.log": ("rendezvous", 3, None),
+    # real 2x H200 logs recorded UNDER the monitor (scripts/device/gpu_autoexp.sh), both timeouts
+    **{
+        f"gpu_monitor/{fault}_pg{t}.log": expected
+        for t in (30, 600)
+        for fault, expected in {
+            "oom": ("oom", 1, "nccl_timeout"),
+            "crash": ("exception", 1, "nccl_timeout"),
+            # rank 1 SIGKILLed: torchrun's teardown line first, rank 0's watchdog timeout long after it
+            "kill": ("killed", None, "nccl_timeout"),
+            "segv": ("segfault", None, "nccl_timeout"),
+            "nan": ("numerical_instability", 1, None),
+            "hang": ("nccl_timeout", 0, None),
+        }.items()
+    },
+    "gpu_monitor/healthy.log": (None, None, None),
 }
 
 FIXTURES = sorted(str(p.relative_to(LOGS)) for p in LOGS.rglob("*.log"))
@@ -69,7 +84,7 @@ def test_root_cause_of_fixture(name: str) -> None:
     """Each log's root cause is the failing rank's own error; the cascade it caused is present but does not win."""
     error_type, rank, cascade = EXPECTED[name]
     signals = classify_lines((LOGS / name).read_text().splitlines(), PATTERNS)
-    cause = root_cause(signals)
+    cause = log_cause(signals)
     assert (cause.error_type if cause else None) == error_type
     if rank is not None:
         assert cause is not None and cause.rank == rank
@@ -116,7 +131,10 @@ def test_cli_json_over_every_fixture() -> None:
         if report["error_type"] is not None:
             assert report["evidence"] and report["signal"]
             cause_lines = [s for s in report["signals"] if s["line_no"] == report["line"]]
-            assert any(s["pattern"] == report["signal"] for s in cause_lines)
+            if report["signal"] == SILENT_DEATH_PATTERN:  # made from the launcher's teardown line
+                assert any(s["teardown_start"] == "worker_failed" for s in cause_lines)
+            else:
+                assert any(s["pattern"] == report["signal"] for s in cause_lines)
 
 
 def test_cli_text_output_names_the_cause() -> None:
