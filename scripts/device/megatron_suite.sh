@@ -33,7 +33,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 
 if [ "$FAKE" = 1 ]; then
-  TRUN=(torchrun --standalone --nproc_per_node=2 scripts/device/fake_megatron.py)
+  TRUN=(torchrun --standalone --nproc_per_node=2 tests/integration/fake_megatron.py)
 else
   TRUN=(torchrun --standalone --nproc_per_node=2 -m oellm_autoexp.workloads.megatron_gpt)
 fi

@@ -1,11 +1,13 @@
 """A stand-in for one rank of oellm_autoexp.workloads.megatron_gpt, for CPU dry runs of the wiring.
 
-    torchrun --nproc_per_node=2 scripts/device/fake_megatron.py --train-iters 300 --save D --load D
+    torchrun --nproc_per_node=2 tests/integration/fake_megatron.py --train-iters 300 --save D --load D
 
 It takes Megatron's flags (ignoring those it does not model), sleeps --fake-step-s per
 iteration, prints an iteration line every --log-interval, "saves" a tracker file every
 --save-interval, resumes from it, and with --exit-signal-handler saves and exits 0 on
-SIGTERM. Nothing it prints is a fixture: real logs come from the real entry point.
+SIGTERM. A --micro-batch-size above --fake-max-micro-batch "runs out of memory" (a
+one-line stand-in for torch's OOM error, exit 1). Nothing it prints is a fixture: real
+logs come from the real entry point.
 """
 
 from __future__ import annotations
@@ -34,8 +36,13 @@ def main() -> int:
     p.add_argument("--log-interval", type=int, default=10)
     p.add_argument("--exit-signal-handler", action="store_true")
     p.add_argument("--fake-step-s", type=float, default=0.05)
+    p.add_argument("--micro-batch-size", type=int, default=1)
+    p.add_argument("--fake-max-micro-batch", type=int, default=64)
     args, _ = p.parse_known_args()
     rank = int(os.environ.get("RANK", "0"))
+    if args.micro_batch_size > args.fake_max_micro_batch:
+        print(f"[rank{rank}]: torch.OutOfMemoryError: CUDA out of memory. (fake, rank {rank})", flush=True)
+        return 1
     if args.exit_signal_handler:
         signal.signal(signal.SIGTERM, _on_term)
     tracker = args.load / "latest_checkpointed_iteration.txt" if args.load else None
