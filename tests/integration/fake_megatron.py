@@ -41,7 +41,11 @@ def main() -> int:
     args, _ = p.parse_known_args()
     rank = int(os.environ.get("RANK", "0"))
     if args.micro_batch_size > args.fake_max_micro_batch:
-        print(f"[rank{rank}]: torch.OutOfMemoryError: CUDA out of memory. (fake, rank {rank})", flush=True)
+        print(
+            f"[rank{rank}]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 GiB. "
+            f"GPU {rank} has a total capacity of 139.80 GiB of which 120.00 GiB is free. (fake_megatron)",
+            flush=True,
+        )
         return 1
     if args.exit_signal_handler:
         signal.signal(signal.SIGTERM, _on_term)
