@@ -19,7 +19,7 @@ from oellm_autoexp.core.signals import Signal
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "megatron"
 PATTERNS = load_patterns(["megatron_production"])
-FAULT_FREE = ["healthy.log", "sigterm_resume.log", "torch_format.log"]
+FAULT_FREE = ["healthy.log", "sigterm_resume.log", "torch_format.log", "walltime_resume.log"]
 NUMBER = re.compile(r"\d+")
 
 
@@ -107,3 +107,15 @@ def test_changed_train_iters_is_named_as_the_scheduler_mismatch() -> None:
     _, signals = _signals("resume_changed_train_iters.log")
     hit = next(s for s in signals if s.pattern == "megatron_scheduler_mismatch")
     assert (hit.groups["given"], hit.groups["saved"]) == ("2640", "2400")
+
+
+def test_walltime_warning_through_the_rendered_script_stops_and_resumes() -> None:
+    """USR1 to the batch shell: forwarded, Megatron saves and exits 0; the same script resumes there."""
+    lines, stopped = _signals("walltime_usr1.log")
+    _, resumed = _signals("walltime_resume.log")
+    forwarded = lines.index("autoexp: forwarding SIGUSR1 to the training processes")
+    stop_at = _hits(stopped, "megatron_checkpoint_saved")[-1]
+    assert stop_at[0] > forwarded + 1
+    assert [s.pattern for s in stopped if s.is_cause_candidate] == ["megatron_exit_on_signal"]
+    assert lines[-1] == "autoexp: job step exited with status 0"
+    assert _hits(resumed, "megatron_checkpoint_loaded")[0][1] == stop_at[1]
