@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.adapters.pattern_files import load_patterns
-from oellm_autoexp.core.classify import classify_lines
+from oellm_autoexp.core.classify import classify_lines, root_cause
 from oellm_autoexp.core.signals import Signal
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "megatron"
@@ -119,3 +119,12 @@ def test_walltime_warning_through_the_rendered_script_stops_and_resumes() -> Non
     assert [s.pattern for s in stopped if s.is_cause_candidate] == ["megatron_exit_on_signal"]
     assert lines[-1] == "autoexp: job step exited with status 0"
     assert _hits(resumed, "megatron_checkpoint_loaded")[0][1] == stop_at[1]
+
+
+def test_a_survivors_exit_line_does_not_hide_the_peers_failure() -> None:
+    """torchrun's SIGTERM can make a surviving rank save and print Megatron's exit line; the kill still wins."""
+    killed, _ = _signals("kill9.log")
+    exit_line = next(line for line in _signals("sigterm.log")[0] if "exiting program after receiving" in line)
+    teardown = next(i for i, line in enumerate(killed) if "closing signal SIGTERM" in line)
+    lines = [*killed[: teardown + 1], exit_line, *killed[teardown + 1 :]]
+    assert root_cause(classify_lines(lines, PATTERNS)).error_type == "killed"
