@@ -17,6 +17,7 @@ time limits, `--signal`, arrays and dependencies.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -101,11 +102,16 @@ class LocalExecutor:
             return  # unknown or already ended: not an error, as with scancel
         (job_dir / "cancelled").touch()
         self._signal_group(info, signal.SIGTERM)
+        # As Slurm's KillWait: what is left of the group after the wait gets SIGKILL, also
+        # when the runner itself is gone (a stopped rank, or one that ignores SIGTERM while
+        # stuck in a collective, would otherwise outlive the job and keep its GPU).
         deadline = time.monotonic() + self.kill_wait_s
-        while time.monotonic() < deadline and self._alive(info):
+        while time.monotonic() < deadline and _group_alive(int(info["pid"])):
             time.sleep(0.1)
-        if self._alive(info):
-            self._signal_group(info, signal.SIGKILL)
+        runner_alive = self._alive(info)
+        if _group_alive(int(info["pid"])):
+            _kill_group(int(info["pid"]))
+        if runner_alive:
             write_json_atomic(job_dir / EXIT_FILE, {"exit_code": 0, "signal": 9, "end": time.time()})
 
     def find_by_tag(self, tag: str) -> str | None:
@@ -210,6 +216,22 @@ def _cli_options(args: Sequence[str]) -> dict[str, str]:
 def expand_pattern(pattern: str, job_id: str, job_name: str) -> str:
     """sbatch filename pattern: %j job id, %x job name, %% a percent sign."""
     return pattern.replace("%%", "\0").replace("%j", job_id).replace("%x", job_name).replace("\0", "%")
+
+
+def _group_alive(pgid: int) -> bool:
+    """Does any process of the group led by the runner (pid == pgid) still exist?"""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
