@@ -74,3 +74,23 @@ def test_walltime_usr1_reaches_the_ranks_as_sigterm_and_the_job_exits_0(tmp_path
     assert "successfully saved checkpoint from iteration" in text
     assert "death signal" not in text and "Signal 15" not in text  # torchrun was left alone
     assert "autoexp: job step exited with status 0" in text
+
+
+def test_sigterm_to_the_batch_shell_still_ends_the_job(tmp_path: Path) -> None:
+    """A plain SIGTERM (scancel, a time limit) reaches torchrun through the wrapper and ends every process."""
+    script = _render(tmp_path)
+    log = tmp_path / "job.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    with log.open("w") as out:
+        shell = subprocess.Popen(["bash", str(script)], stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        _wait_for(log, " iteration       20/")
+        shell.send_signal(signal.SIGTERM)
+        shell.wait(timeout=DEADLINE_S)
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+    text = log.read_text()
+    assert "autoexp: forwarding SIGTERM" in text
+    assert "Received 15 death signal" in text  # torchrun itself got it, and shut its workers down
+    assert "autoexp: job step exited with status" in text
