@@ -101,16 +101,21 @@ class LocalExecutor:
         if job_dir is None or info is None or (job_dir / EXIT_FILE).exists():
             return  # unknown or already ended: not an error, as with scancel
         (job_dir / "cancelled").touch()
+        pgid = int(info["pid"])  # the runner leads its own group
+        tree = _process_tree(pgid) if self._alive(info) else []
         self._signal_group(info, signal.SIGTERM)
-        # As Slurm's KillWait: what is left of the group after the wait gets SIGKILL, also
-        # when the runner itself is gone (a stopped rank, or one that ignores SIGTERM while
-        # stuck in a collective, would otherwise outlive the job and keep its GPU).
+        _signal_each(tree, signal.SIGTERM)
+        # As Slurm's KillWait: whatever is left after the wait gets SIGKILL, also when the
+        # runner is gone already. torchrun starts each worker in a session of its own, out of
+        # the group's reach; a stopped rank, or one that ignores SIGTERM while stuck in a
+        # collective, would otherwise outlive the job and keep its GPU.
         deadline = time.monotonic() + self.kill_wait_s
-        while time.monotonic() < deadline and _group_alive(int(info["pid"])):
+        while time.monotonic() < deadline and (_group_alive(pgid) or _any_alive(tree)):
             time.sleep(0.1)
         runner_alive = self._alive(info)
-        if _group_alive(int(info["pid"])):
-            _kill_group(int(info["pid"]))
+        if _group_alive(pgid):
+            _kill_group(pgid)
+        _signal_each(tree, signal.SIGKILL)
         if runner_alive:
             write_json_atomic(job_dir / EXIT_FILE, {"exit_code": 0, "signal": 9, "end": time.time()})
 
@@ -232,6 +237,33 @@ def _group_alive(pgid: int) -> bool:
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def _process_tree(pid: int) -> list[tuple[int, int | None]]:
+    """Every descendant of pid, with its start ticks (so a reused pid is never signalled)."""
+    found: list[tuple[int, int | None]] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for children in Path(f"/proc/{parent}/task").glob("*/children"):
+            try:
+                kids = [int(k) for k in children.read_text().split()]
+            except (OSError, ValueError):
+                continue
+            found += [(kid, _start_ticks(kid)) for kid in kids]
+            todo += kids
+    return found
+
+
+def _any_alive(tree: Sequence[tuple[int, int | None]]) -> bool:
+    return any(_pid_alive(pid, ticks) for pid, ticks in tree)
+
+
+def _signal_each(tree: Sequence[tuple[int, int | None]], signum: int) -> None:
+    for pid, ticks in tree:
+        if _pid_alive(pid, ticks):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -101,10 +102,14 @@ def test_cancel_ends_the_whole_process_group(tmp_path) -> None:
 
 
 def test_cancel_kills_what_outlives_the_runner(tmp_path) -> None:
-    """A stopped grandchild (a frozen rank) survives SIGTERM; after the kill wait it gets SIGKILL."""
+    """A stopped grandchild in a session of its own (as torchrun starts workers) still dies with the job."""
     pidfile = tmp_path / "frozen.pid"
     job_id = LocalExecutor(tmp_path / "state").submit(
-        _script(tmp_path, f"sleep 300 & echo $! > {pidfile}; kill -STOP $!; wait")
+        _script(
+            tmp_path,
+            f"{sys.executable} -c 'import os, signal; os.setsid(); "
+            f'open("{pidfile}", "w").write(str(os.getpid())); os.kill(os.getpid(), signal.SIGSTOP)\' & wait',
+        )
     )
     executor = LocalExecutor(tmp_path / "state", kill_wait_s=1)
     deadline = time.monotonic() + DEADLINE_S
