@@ -59,7 +59,7 @@ watch_fatal() {
   local t=0
   until grep -Eqs "$2" "$W/$1"/outputs/megatron_tiny/logs/*.out; do
     sleep 0.5; t=$((t + 1))
-    if [ "$t" -ge $(( LIMIT_S * 2 )) ]; then return 0; fi
+    if [ -e "$W/$1/status.json" ] || [ "$t" -ge $(( LIMIT_S * 2 )) ]; then return 0; fi
   done
   event "$1" fatal_line_seen
 }
@@ -74,8 +74,10 @@ scenario() {
   echo "rc=$rc seconds=$SECONDS" >> autoexp.out
   python3 -m oellm_autoexp --state-dir state status --json > status.json 2>> autoexp.out
   python3 -m oellm_autoexp --state-dir state explain megatron_tiny > explain.txt 2>&1
-  # A run cut off by the limit leaves its job behind: end it like a user would.
-  if [ "$rc" -ge 124 ]; then python3 -m oellm_autoexp --state-dir state cancel >> autoexp.out 2>&1; fi
+  # Clean-up, after the record above: a run cut off by the limit, or a job whose processes
+  # outlive the monitor's decision (a rank stuck in NCCL or in DataLoader clean-up), would
+  # keep the GPUs. `autoexp cancel` ends the session's jobs as a user would.
+  python3 -m oellm_autoexp --state-dir state cancel >> autoexp.out 2>&1
   mkdir -p logs && cp outputs/megatron_tiny/logs/*.out logs/ 2>/dev/null
 }
 
