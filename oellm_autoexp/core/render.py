@@ -36,6 +36,10 @@ class ScriptSpec:
     # Signals meant for the training processes, not the launcher: the launcher ignores
     # them (torchrun dies of an unhandled USR1) and they go to every process of the step.
     worker_signals: tuple[str, ...] = ()
+    # (worker signal, what the training processes get instead): each node's wrapper turns
+    # e.g. the walltime USR1 into the SIGTERM Megatron's --exit-signal-handler stops on,
+    # sent to the launcher's children only (torchrun itself would tear the job down on TERM).
+    worker_signal_as: tuple[tuple[str, str], ...] = ()
 
 
 def sbatch_quote(value: str) -> str:
