@@ -23,8 +23,16 @@ class ExecutorError(Exception):
     """
 
 
+class ExecutorTimeout(ExecutorError):
+    """A command did not answer in time: it may still have done what it was asked (sbatch)."""
+
+
 class Executor(Protocol):
     name: str  # "slurm" | "local"
+    # Seconds after which a submission started by a monitor that died can no longer appear:
+    # the submit command's timeout plus the controller's lag. Younger unconfirmed intents
+    # are never abandoned (their sbatch may still be running).
+    settle_s: float
 
     def submit(
         self,

@@ -43,6 +43,7 @@ _UNSUPPORTED = ("--dependency", "-d", "--array", "-a")
 
 class LocalExecutor:
     name = "local"
+    settle_s = 0.0  # a submission runs inside the monitor: it dies with it, nothing is left pending
 
     def __init__(self, state_dir: str | Path, kill_wait_s: float = KILL_WAIT_S) -> None:
         self.root = Path(state_dir) / "local_jobs"

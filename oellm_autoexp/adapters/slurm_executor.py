@@ -7,12 +7,15 @@ poll" for the monitor, never a failed job. Parsing lives in core/slurm_parse.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from oellm_autoexp.adapters.executor import ExecutorError
+from oellm_autoexp.adapters.executor import ExecutorError, ExecutorTimeout
+from oellm_autoexp.adapters.parent_death import die_with_parent
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState
 from oellm_autoexp.core.slurm_parse import (
@@ -25,6 +28,9 @@ from oellm_autoexp.core.slurm_parse import (
 )
 
 COMMAND_TIMEOUT_S = 30.0
+# How long after sbatch returns a job can still be missing from squeue/sacct (the accounting
+# loop runs every few seconds; busy controllers lag more).
+CONTROLLER_LAG_S = 15.0
 # Printed by squeue/scancel for ids the controller has already forgotten (MinJobAge).
 _FORGOTTEN = ("Invalid job id", "already completing or completed", "Job/step already")
 
@@ -32,24 +38,42 @@ _FORGOTTEN = ("Invalid job id", "already completing or completed", "Job/step alr
 def run_slurm_command(
     argv: Sequence[str], timeout_s: float = COMMAND_TIMEOUT_S, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run one Slurm CLI command; ExecutorError if it is missing, hangs or fails."""
+    """Run one Slurm CLI command; ExecutorError if it is missing or fails, ExecutorTimeout if it hangs.
+
+    The command dies with the thread that started it (a SIGKILLed monitor leaves no
+    sbatch behind to submit a job nobody tracks), and a timeout kills its whole
+    process group (a wrapper script's children too).
+    """
     try:
-        done = subprocess.run(
+        proc = subprocess.Popen(
             list(argv),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
             stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             env=None if env is None else {**os.environ, **env},
+            start_new_session=True,
+            preexec_fn=die_with_parent(os.getpid()),
         )
     except FileNotFoundError as exc:
         raise ExecutorError(f"{argv[0]}: command not found (is Slurm installed?)") from exc
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
-        raise ExecutorError(f"{argv[0]} did not answer within {timeout_s:g} s") from exc
-    if done.returncode != 0:
-        raise ExecutorError(f"{argv[0]} failed ({done.returncode}): {(done.stderr or done.stdout).strip()}")
-    return done
+        _kill_group(proc)
+        raise ExecutorTimeout(f"{argv[0]} did not answer within {timeout_s:g} s") from exc
+    except BaseException:
+        _kill_group(proc)
+        raise
+    if proc.returncode != 0:
+        raise ExecutorError(f"{argv[0]} failed ({proc.returncode}): {(stderr or stdout).strip()}")
+    return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
 
 
 class SlurmExecutor:
@@ -57,6 +81,7 @@ class SlurmExecutor:
 
     def __init__(self, timeout_s: float = COMMAND_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
+        self.settle_s = timeout_s + CONTROLLER_LAG_S
 
     def submit(
         self, script: Path, *, extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None
