@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from oellm_autoexp.core.job_record import JobRecord
+from oellm_autoexp.core.strays import TaggedJob
 
 
 class ExecutorError(Exception):
@@ -54,6 +55,13 @@ class Executor(Protocol):
         Slurm: ONE squeue call for all ids, then ONE sacct call for the ids
         squeue no longer lists. An id neither knows is JobState.UNKNOWN with
         source "none". Raises ExecutorError if the commands fail or hang.
+        """
+        ...
+
+    def query_tagged(self, job_ids: Sequence[str]) -> tuple[dict[str, JobRecord], list[TaggedJob]]:
+        """query(), plus the live jobs that carry a submit tag (`--comment`), from the same call.
+
+        What the stray net (core/strays.py) matches against the attempts the store knows.
         """
         ...
 

@@ -20,12 +20,15 @@ from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState
 from oellm_autoexp.core.slurm_parse import (
     SACCT_FORMAT,
+    SEP,
     SQUEUE_FORMAT,
     find_comment,
     parse_sacct,
     parse_sbatch_parsable,
     parse_squeue,
+    parse_squeue_tagged,
 )
+from oellm_autoexp.core.strays import TAG_PREFIX, TaggedJob
 
 COMMAND_TIMEOUT_S = 30.0
 # How long after sbatch returns a job can still be missing from squeue/sacct (the accounting
@@ -101,6 +104,23 @@ class SlurmExecutor:
         done = self._sacct(missing) if missing else {}
         none = {i: JobRecord(i, JobState.UNKNOWN, "none") for i in ids}
         return {i: live.get(i) or done.get(i) or none[i] for i in ids}
+
+    def query_tagged(self, job_ids: Sequence[str]) -> tuple[dict[str, JobRecord], list[TaggedJob]]:
+        """query(), plus every live job of ours that carries a submit tag: ONE squeue call.
+
+        squeue lists all of this user's jobs with their comments; the requested ids it
+        does not list are asked of sacct (one call), as in query().
+        """
+        ids = list(dict.fromkeys(job_ids))
+        argv = ["squeue", "--noheader", "--me", "--states=all", "-o", f"{SQUEUE_FORMAT}{SEP}%k"]
+        text = run_slurm_command(argv, self.timeout_s).stdout
+        live, tagged = parse_squeue_tagged(text)
+        missing = [i for i in ids if i not in live]
+        done = self._sacct(missing) if missing else {}
+        records = {i: live.get(i) or done.get(i) or JobRecord(i, JobState.UNKNOWN, "none") for i in ids}
+        return records, [
+            TaggedJob(i, tag, live[i].state) for i, tag in tagged.items() if tag.startswith(TAG_PREFIX)
+        ]
 
     def find_by_tag(self, tag: str) -> str | None:
         """The job submitted with `--comment=<tag>`: squeue first, then sacct (ended jobs).
