@@ -32,6 +32,7 @@ KeyPath = tuple[str, ...]
 CONFIG_DIR_ENV = "AUTOEXP_CONFIG_DIR"
 SHIPPED_CONFIG_ENV = "AUTOEXP_SHIPPED_CONFIG"
 COMMAND_LINE = "command line"
+DEFAULT_OUTPUT_DIR = "outputs/${experiment.name}"  # when the experiment names none
 # Groups whose content lands under another key: `- sweeps: lr_grid` fills `sweep`.
 GROUP_TARGETS: dict[str, KeyPath] = {"sweeps": ("sweep",)}
 
@@ -117,9 +118,24 @@ def compose(config: str | Path, overrides: Sequence[str] = (), dirs: Sequence[Pa
     prov = Provenance(default=source)
     _apply_defaults(entries, source, dirs, out, prov, [source])
     merge(out, own, (), prov, source)
+    _default_experiment(out, exp_path, prov)
     for override in parsed:
         apply_override(out, override, prov, COMMAND_LINE)
     return Composed(out, prov, source)
+
+
+def _default_experiment(out: dict[str, Any], exp_path: Path, prov: Provenance) -> None:
+    """A composition without an `experiment:` section (only a defaults list) still plans: the
+    name defaults to the YAML file's stem, the output dir to outputs/<name>."""
+    section = out.get("experiment")
+    if section is None:
+        section = out["experiment"] = {}
+    if not isinstance(section, dict):
+        return  # validation names the key and what it expected
+    for key, value in (("name", exp_path.stem), ("output_dir", DEFAULT_OUTPUT_DIR)):
+        if key not in section:
+            section[key] = value
+            prov.record(("experiment", key), f"{exp_path} (default)")
 
 
 def parse_override(text: str) -> Override:

@@ -25,7 +25,8 @@ EnvValue = str | int | float | bool
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # `args=[--steps,40]`: a number given where a string is wanted is that string ("40").
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 
 
 def _no_control(value: str, what: str) -> str:
