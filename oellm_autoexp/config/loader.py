@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from oellm_autoexp.config.flow_list import split_flow_list
 from oellm_autoexp.config.keys import check_path_exists, close_matches, dotted
 from oellm_autoexp.config.provenance import Provenance
 from oellm_autoexp.errors import UserError
@@ -147,8 +148,29 @@ def parse_override(text: str) -> Override:
     try:
         value = yaml.safe_load(raw) if raw.strip() else raw
     except yaml.YAMLError:
-        value = raw  # not YAML: take it as the literal string
+        value = _unparsed_value(raw, key, text)
     return Override(tuple(key.split(".")), value, add, text)
+
+
+def _unparsed_value(raw: str, key: str, text: str) -> Any:
+    """A value YAML could not read: a plain string, unless it looks like a list or a mapping.
+
+    `[--steps,"20",--dir,${experiment.output_dir}/ckpt]` is no YAML (`{` opens a mapping in a
+    flow list) but is meant as a list: its items are split on top-level commas. Anything
+    bracketed that still does not split cleanly is an error naming the key, never one string.
+    """
+    stripped = raw.strip()
+    if stripped.startswith("[") and stripped.endswith("]"):
+        items = split_flow_list(stripped[1:-1])
+        if items is not None:
+            return items
+    if stripped[:1] in "[{":
+        kind = "list [a,b,...]" if stripped.startswith("[") else "mapping {k: v}"
+        raise UserError(
+            f"{COMMAND_LINE}: override {text!r}: the value of {key} looks like a {kind} but does not parse;"
+            " quote items that contain commas, brackets or braces, e.g. [a,'b,c']"
+        )
+    return raw  # not YAML: take it as the literal string
 
 
 def apply_override(data: dict[str, Any], override: Override, prov: Provenance, source: str) -> None:
