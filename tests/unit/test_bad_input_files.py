@@ -17,6 +17,12 @@ GOOD = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Relative output dirs land under tmp_path, should a regression submit anything."""
+    monkeypatch.chdir(tmp_path)
+
+
 def submit(tmp_path: Path, config: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     code = main(["--state-dir", str(tmp_path / "state"), "submit", str(config), "--no-monitor"])
     return code, capsys.readouterr().err
