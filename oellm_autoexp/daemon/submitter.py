@@ -44,6 +44,7 @@ class Submitter:
         self.store = store
         self._say = say
         self._due: dict[int, tuple[float, tuple[str, ...]]] = {}  # job id -> (when, --exclude nodes)
+        self._retry = True  # the current submit() call's
 
     def schedule(self, job_id: int, at_s: float, exclude_nodes: tuple[str, ...]) -> None:
         self._due[job_id] = (at_s, exclude_nodes)
@@ -58,13 +59,21 @@ class Submitter:
         return ready
 
     def submit(
-        self, rt: JobRuntime, exclude_nodes: tuple[str, ...], now: float, *, first_only: Sequence[str] = ()
+        self,
+        rt: JobRuntime,
+        exclude_nodes: tuple[str, ...],
+        now: float,
+        *,
+        first_only: Sequence[str] = (),
+        retry: bool = True,
     ) -> AttemptInfo | None:
-        """Submit the job's next attempt; None if the executor refused (retried later).
+        """Submit the job's next attempt; None if the executor refused (retried later if `retry`).
 
         `first_only` are sbatch args for this submission alone (a `--dependency`
-        names jobs that a restart must not wait for again).
+        names jobs that a restart must not wait for again). `retry=False` (a first
+        submission): a refusal is reported as final and nothing is scheduled.
         """
+        self._retry = retry
         job = rt.job
         try:
             adopted = self._adopt_pending(rt, now)
@@ -113,9 +122,11 @@ class Submitter:
         return None
 
     def _retry_later(self, rt: JobRuntime, exclude_nodes: tuple[str, ...], now: float, why: str) -> None:
+        if not self._retry:
+            self._say(f"✗ submitting {rt.job.name} failed: {why}; not retried")
+            return
         self._say(f"✗ submitting {rt.job.name} failed: {why}; retrying in {rt.settings.submit_retry_s:g} s")
         self.schedule(rt.job.id, now + rt.settings.submit_retry_s, exclude_nodes)
-        return None
 
     def resolve_intent(self, rt: JobRuntime, attempt: AttemptInfo, now: float) -> AttemptInfo | None:
         """An intent a dead monitor left unconfirmed: adopt the job if the executor knows the tag.
