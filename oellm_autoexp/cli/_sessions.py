@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 from oellm_autoexp.adapters.store import JobInfo, SessionInfo, SessionStatus, SQLiteStore
-from oellm_autoexp.adapters.submission import state_dir
+from oellm_autoexp.adapters.submission import DEFAULT_STATE_DIR, state_dir
 from oellm_autoexp.errors import UserError
 
 
@@ -43,3 +45,10 @@ def find_job(store: SQLiteStore, session: SessionInfo, ref: str) -> JobInfo:
         names = ", ".join(j.name for j in store.jobs_for_session(session.id)) or "none"
         raise UserError(f"no job {ref!r} in session {session.id} (jobs: {names})")
     return job
+
+
+def resume_command(state: Path, session_ids: Sequence[int]) -> str:
+    """The exact `autoexp monitor-session` command that resumes monitoring these sessions."""
+    where = "" if state == Path(DEFAULT_STATE_DIR) else f" --state-dir {shlex.quote(str(state))}"
+    which = f"--session-id {session_ids[0]}" if len(session_ids) == 1 else "--all"
+    return f"autoexp{where} monitor-session {which}"
