@@ -25,9 +25,17 @@ from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import URL, CursorResult, Engine, create_engine, event, func, or_, select, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DatabaseError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from oellm_autoexp.adapters.store_open import (
+    check_is_database,
+    check_readable_state,
+    journal_mode_for,
+    opening_error,
+    prepare_writable_state,
+    read_only_uri,
+)
 from oellm_autoexp.adapters.store_records import (
     AttemptInfo,
     DecisionInfo,
@@ -52,6 +60,7 @@ from oellm_autoexp.adapters.store_schema import (
     SessionStatus,
     SignalRow,
     StoreError,
+    check_schema,
     upgrade_schema,
 )
 from oellm_autoexp.core.job_state import JobState, is_terminal
@@ -87,9 +96,15 @@ class MonitorLockHeld(UserError):
     """Another monitor holds the session; the message names its pid and host."""
 
 
-def _make_engine(db_path: Path, busy_timeout_s: float) -> Engine:
-    """An engine whose connections are WAL, foreign-keyed, and begin as we say."""
-    engine = create_engine(URL.create("sqlite", database=str(db_path)))  # no escaping issues
+def _make_engine(
+    db_path: Path, busy_timeout_s: float, *, journal_mode: str | None, uri: str | None
+) -> Engine:
+    """An engine whose connections use `journal_mode` (None: leave it), are foreign-keyed, and
+    begin as we say. `uri`: a SQLite URI to open instead of the plain path (read-only)."""
+    if uri is None:
+        engine = create_engine(URL.create("sqlite", database=str(db_path)))  # no escaping issues
+    else:
+        engine = create_engine(URL.create("sqlite", database=uri, query={"uri": "true"}))
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -98,7 +113,8 @@ def _make_engine(db_path: Path, busy_timeout_s: float) -> Engine:
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        if journal_mode is not None:
+            cursor.execute(f"PRAGMA journal_mode = {journal_mode}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
@@ -113,17 +129,36 @@ class SQLiteStore:
     """The monitor's memory. Thread-safe: each call uses its own short transaction."""
 
     def __init__(
-        self, state_dir: Path = DEFAULT_STATE_DIR, *, busy_timeout_s: float = BUSY_TIMEOUT_S
+        self,
+        state_dir: Path = DEFAULT_STATE_DIR,
+        *,
+        busy_timeout_s: float = BUSY_TIMEOUT_S,
+        read_only: bool = False,
     ) -> None:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        """Open (a writer: create) the store in `state_dir`; UserError if that cannot be done.
+
+        `read_only`: create nothing, write nothing (status, sessions, explain); the journal
+        mode is then left as the writers set it (see adapters/store_open.py).
+        """
         self.path = state_dir / DB_FILENAME
-        self._engine = _make_engine(self.path, busy_timeout_s)
+        self.read_only = read_only
+        if read_only:
+            check_readable_state(state_dir, self.path)
+        else:
+            prepare_writable_state(state_dir, self.path)
+        check_is_database(self.path)
+        self.journal_mode = None if read_only else journal_mode_for(state_dir)
+        uri = read_only_uri(self.path) if read_only else None
+        self._engine = _make_engine(self.path, busy_timeout_s, journal_mode=self.journal_mode, uri=uri)
         self._read_sessions = sessionmaker(self._engine, expire_on_commit=False)
         self._write_sessions = sessionmaker(
             self._engine.execution_options(begin_immediate=True), expire_on_commit=False
         )
         try:
-            upgrade_schema(self._engine)
+            check_schema(self._engine) if read_only else upgrade_schema(self._engine)
+        except DatabaseError as exc:
+            self._engine.dispose()
+            raise opening_error(self.path, exc) from None
         except BaseException:
             self._engine.dispose()
             raise

@@ -12,9 +12,10 @@ from oellm_autoexp.adapters.submission import DEFAULT_STATE_DIR, state_dir
 from oellm_autoexp.errors import UserError
 
 
-def open_store(args: argparse.Namespace) -> tuple[SQLiteStore, Path]:
+def open_store(args: argparse.Namespace, *, read_only: bool = False) -> tuple[SQLiteStore, Path]:
+    """The store of `--state-dir`; `read_only` for commands that only look (they create nothing)."""
     directory = state_dir(getattr(args, "state_dir", None))
-    return SQLiteStore(directory), directory
+    return SQLiteStore(directory, read_only=read_only), directory
 
 
 def find_session(store: SQLiteStore, ref: str) -> SessionInfo:

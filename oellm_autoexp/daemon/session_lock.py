@@ -11,10 +11,45 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store import SessionInfo, SQLiteStore
 from oellm_autoexp.errors import UserError
+
+STALE_AFTER_S = 120.0  # MonitorSettings.lock_stale_after_s's default
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """Whether a session's monitor runs, as `status` shows it."""
+
+    alive: bool
+    detail: str  # "pid 12 on login1, heartbeat 3 s ago" / "none" / "... (pid gone)"
+    heartbeat_age_s: float | None
+
+
+def monitor_liveness(session: SessionInfo, now: datetime, stale_after_s: float = STALE_AFTER_S) -> Liveness:
+    """Alive: a holder whose heartbeat is younger than `stale_after_s` and, on this host, whose pid runs."""
+    if session.monitor_pid is None or session.monitor_heartbeat is None:
+        return Liveness(False, "none", None)
+    age = (now.astimezone(UTC) - session.monitor_heartbeat.astimezone(UTC)).total_seconds()
+    detail = f"pid {session.monitor_pid} on {session.monitor_host}, heartbeat {age:.0f} s ago"
+    if session.monitor_host == socket.gethostname() and not _pid_runs(session.monitor_pid):
+        return Liveness(False, f"{detail} (that pid is gone)", age)
+    if age > stale_after_s:
+        return Liveness(False, f"{detail} (stale: more than {stale_after_s:.0f} s)", age)
+    return Liveness(True, detail, age)
+
+
+def _pid_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class SessionLocks:
@@ -59,10 +94,4 @@ class SessionLocks:
         # Liveness can only be checked on our own host.
         if pid is None or host != self.host or pid == self.pid:
             return False
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return False
+        return not _pid_runs(pid)
