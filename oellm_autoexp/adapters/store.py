@@ -5,10 +5,10 @@ Everything the monitor must remember across restarts lives here, in one file
 migrations are in store_schema.py; docs/state_store.md describes both and the
 duplicate-safe submission protocol.
 
-- WAL mode, so a CLI reading the store never blocks the monitor writing it, and
-  a busy timeout, so two writers wait for each other instead of failing. WAL
-  needs every process on the same host: keep the state dir on a local disk or
-  run all commands of one session from one login node.
+- WAL mode on a local disk, so a CLI reading the store never blocks the monitor
+  writing it; the rollback journal on NFS/Lustre/GPFS/BeeGFS, where WAL's shared
+  memory cannot work across hosts (adapters/store_open.py). A busy timeout, so
+  two writers wait for each other instead of failing.
 - Every write transaction starts with BEGIN IMMEDIATE: it takes the write lock
   up front, so a read-then-write (a restart counter) cannot be interleaved with
   another writer and never fails half-way with SQLITE_BUSY.

@@ -72,9 +72,12 @@ def _not_writable(path: Path, why: str) -> UserError:
     )
 
 
-def journal_mode_for(state_dir: Path, mountinfo_path: Path = MOUNTINFO_PATH) -> str:
-    """ "WAL" or "DELETE" for a database in `state_dir`, from the filesystem it lives on."""
-    return sqlite_journal_mode(fs_type_of(state_dir, mountinfo_path))
+MOUNTINFO = MOUNTINFO_PATH  # where the mount table is read (tests point it at a fixture)
+
+
+def journal_mode_for(state_dir: Path, mountinfo_path: Path | None = None) -> str:
+    """SQLite's journal mode (WAL or DELETE) for a database in `state_dir`, from its filesystem."""
+    return sqlite_journal_mode(fs_type_of(state_dir, mountinfo_path or MOUNTINFO))
 
 
 def read_only_uri(db_path: Path) -> str:

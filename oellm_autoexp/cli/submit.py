@@ -15,7 +15,7 @@ import time
 from oellm_autoexp.adapters.store import SessionInfo, SQLiteStore
 from oellm_autoexp.adapters.submission import state_dir
 from oellm_autoexp.cli._common import add_config_args, load_plans
-from oellm_autoexp.cli._sessions import resume_command
+from oellm_autoexp.cli._sessions import open_store, resume_command
 from oellm_autoexp.cli.monitor_session import detach
 from oellm_autoexp.daemon.session import start_session
 
@@ -46,8 +46,7 @@ def submit_session(args: argparse.Namespace) -> tuple[SQLiteStore, SessionInfo, 
     if args.sbatch_arg:
         plans = [dataclasses.replace(p, sbatch_args=(*p.sbatch_args, *args.sbatch_arg)) for p in plans]
     first_only = [f"--dependency={args.dependency}"] if args.dependency else []
-    directory = state_dir(getattr(args, "state_dir", None))
-    store = SQLiteStore(directory)
+    store, directory = open_store(args)
     try:
         session, failed = start_session(
             store,

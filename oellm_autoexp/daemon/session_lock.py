@@ -52,6 +52,29 @@ def _pid_runs(pid: int) -> bool:
     return True
 
 
+def refuse_if_monitored_elsewhere(
+    store: SQLiteStore, now: datetime, host: str | None = None, stale_after_s: float = STALE_AFTER_S
+) -> None:
+    """UserError if a live monitor on another host holds a session of this store (R6).
+
+    The state dir is then on a filesystem two hosts share (NFS, Lustre, GPFS, BeeGFS):
+    SQLite's locks are unreliable there, so a second host writing beside that monitor
+    could corrupt the database. Reading is safe; writing must happen on the monitor's host.
+    """
+    here = host or socket.gethostname()
+    for session in store.list_sessions():
+        if session.monitor_host in (None, here):
+            continue
+        live = monitor_liveness(session, now, stale_after_s)
+        if live.alive:
+            raise UserError(
+                f"session {session.id} ({session.name}) is monitored on host {session.monitor_host} "
+                f"({live.detail}); {store.path} is shared between hosts, and writing to it from {here} "
+                f"beside that monitor could corrupt it. Run this command on {session.monitor_host}, "
+                "or stop that monitor first (read-only commands work from any host)"
+            )
+
+
 class SessionLocks:
     def __init__(self, store: SQLiteStore, session_ids: Sequence[int]) -> None:
         self.store = store

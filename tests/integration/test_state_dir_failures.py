@@ -135,3 +135,20 @@ def test_status_shows_a_live_monitor_with_its_heartbeat(tmp_path: Path) -> None:
     assert 3 <= heartbeat_age(line) < 60
     monitor = json.loads(autoexp(state, "status", "--json").stdout)["monitor"]
     assert monitor["alive"] is True and 2 <= monitor["heartbeat_age_s"] < 60
+
+
+def test_cancel_from_a_second_host_is_refused_naming_the_monitor_host(tmp_path: Path) -> None:
+    """R6: a monitor on this host holds the session; `autoexp cancel` run under another host name (a
+    private UTS namespace) is refused, naming this host, exit 2; the job's status is unchanged."""
+    if subprocess.run(["unshare", "-r", "--uts", "true"], check=False).returncode:
+        pytest.skip("needs unshare --uts (a private host name) to play the second login node")
+    state = tmp_path / "state"
+    make_session(state, pid=os.getpid(), heartbeat_age_s=1)
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    second = f"hostname login-other && {sys.executable} -m oellm_autoexp --state-dir {state} cancel"
+    done = subprocess.run(["unshare", "-r", "--uts", "bash", "-c", second], capture_output=True, text=True,
+                          env=env, timeout=60, check=False)  # fmt: skip
+    err = one_line_error(done)
+    assert f"monitored on host {socket.gethostname()}" in err and "from login-other" in err
+    done = autoexp(state, "status")  # the store is untouched and readable
+    assert done.returncode == 0 and "session 1 (s): active" in done.stdout
