@@ -31,6 +31,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from oellm_autoexp.adapters.store_open import (
     check_is_database,
     check_readable_state,
+    file_identity,
+    identity_problem,
     journal_mode_for,
     opening_error,
     prepare_writable_state,
@@ -162,10 +164,21 @@ class SQLiteStore:
         except BaseException:
             self._engine.dispose()
             raise
+        self._identity = file_identity(self.path)  # is_intact() compares against it
 
     def close(self) -> None:
         """Close every pooled connection (and with them the WAL/shm file handles)."""
         self._engine.dispose()
+
+    # -- the database file itself (issue 13 D10) -------------------------------------------------
+
+    def is_intact(self) -> bool:
+        """False once autoexp.db was deleted or replaced since this store opened it."""
+        return self.file_problem() is None
+
+    def file_problem(self) -> str | None:
+        """Why the file is no longer the one opened (one line naming it); None while it is."""
+        return identity_problem(self.path, self._identity)
 
     def __enter__(self) -> SQLiteStore:
         return self

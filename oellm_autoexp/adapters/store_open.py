@@ -99,3 +99,22 @@ def opening_error(db_path: Path, exc: Exception) -> UserError:
     if "readonly" in text or "unable to open" in text:
         return _not_writable(db_path, text)
     return UserError(f"{db_path}: cannot open the state database: {text}")
+
+
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the database file; None if it does not exist."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def identity_problem(path: Path, opened: tuple[int, int] | None) -> str | None:
+    """Why the file at `path` is no longer the one opened (deleted, replaced); None if it is."""
+    now = file_identity(path)
+    if now is None:
+        return f"{path} was deleted while in use: what is written now goes to a file nobody will read"
+    if opened is not None and now != opened:
+        return f"{path} was replaced by another file (inode {opened[1]} -> {now[1]}) while in use"
+    return None
