@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 from oellm_autoexp.adapters.executor import ExecutorError, ExecutorTimeout
 from oellm_autoexp.adapters.store import AttemptInfo, Intent, SQLiteStore
+from oellm_autoexp.adapters.store_buffer import is_disk_full
 from oellm_autoexp.adapters.submission import submit_plan
 from oellm_autoexp.core.plan import log_path_for
 from oellm_autoexp.daemon.clock import utc
@@ -88,7 +89,16 @@ class Submitter:
             return adopted
         attempt_no = self.store.next_attempt_no(job.id)
         tag = submit_tag(job.session_id, job.id, attempt_no)
-        attempt_id = self.store.record_intent(job.id, attempt_no, tag, now=utc(now))
+        try:
+            attempt_id = self.store.record_intent(job.id, attempt_no, tag, now=utc(now))
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            # No intent on disk, no sbatch: a job the store cannot remember must not be started.
+            self._retry_later(
+                rt, exclude_nodes, now, f"the state dir is full, cannot record attempt {attempt_no}"
+            )
+            return None
         extra = [*first_only, f"--comment={tag}"]
         if exclude_nodes:
             extra.append(f"--exclude={','.join(exclude_nodes)}")
@@ -109,7 +119,14 @@ class Submitter:
                 self._retry_later(rt, exclude_nodes, now, str(exc))
                 return None
             executor_id = found
-        self._confirm(rt, attempt_id, executor_id, now)
+        try:
+            self._confirm(rt, attempt_id, executor_id, now)
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            # The intent is on disk: the next try finds the job by its tag and adopts it.
+            self._retry_later(rt, exclude_nodes, now, f"job {executor_id} runs but the state dir is full")
+            return None
         self._say(f"✓ Submitted {job.name} attempt {attempt_no}: job {executor_id}")
         return self.store.latest_attempt(job.id)
 
