@@ -42,6 +42,7 @@ from oellm_autoexp.adapters.store_records import (
     AttemptInfo,
     DecisionInfo,
     JobInfo,
+    LogReadInfo,
     NewSignal,
     SessionInfo,
     SignalInfo,
@@ -56,8 +57,8 @@ from oellm_autoexp.adapters.store_schema import (
     DecisionRow,
     Intent,
     JobRow,
-    JobStatus,
     LogOffsetRow,
+    LogReadRow,
     SessionRow,
     SessionStatus,
     SignalRow,
@@ -66,6 +67,9 @@ from oellm_autoexp.adapters.store_schema import (
     upgrade_schema,
 )
 from oellm_autoexp.core.job_state import JobState, is_terminal
+from oellm_autoexp.core.job_status import JobStatus
+from oellm_autoexp.core.judge import Evidence, Judgement
+from oellm_autoexp.core.policy import DecisionAction
 from oellm_autoexp.errors import UserError
 
 DEFAULT_STATE_DIR = Path(".oellm_state")
@@ -80,6 +84,7 @@ __all__ = [
     "Intent",
     "JobInfo",
     "JobStatus",
+    "LogReadInfo",
     "MonitorLockHeld",
     "NewSignal",
     "SQLiteStore",
@@ -338,12 +343,12 @@ class SQLiteStore:
             raise StoreError(
                 f"session {session_id} has no such session or already a job {job_key!r}"
             ) from exc
-        return job_info(row)
+        return job_info(row, {})
 
     def get_job(self, job_id: int) -> JobInfo | None:
         with self._read() as db:
             row = db.get(JobRow, job_id)
-            return job_info(row) if row else None
+            return _with_counts(db, [row])[0] if row else None
 
     def find_job(self, session_id: int, ref: str) -> JobInfo | None:
         """A job of the session by key, then by name, then by numeric id (what a user types)."""
@@ -352,31 +357,18 @@ class SQLiteStore:
             for cond in (JobRow.job_key == ref, JobRow.name == ref):
                 row = db.scalars(in_session.where(cond).order_by(JobRow.id)).first()
                 if row:
-                    return job_info(row)
+                    return _with_counts(db, [row])[0]
             row = db.scalar(in_session.where(JobRow.id == int(ref))) if ref.isdigit() else None
-            return job_info(row) if row else None
+            return _with_counts(db, [row])[0] if row else None
 
     def jobs_for_session(self, session_id: int) -> list[JobInfo]:
         stmt = select(JobRow).where(JobRow.session_id == session_id).order_by(JobRow.id)
         with self._read() as db:
-            return [job_info(r) for r in db.scalars(stmt)]
+            return _with_counts(db, list(db.scalars(stmt)))
 
     def set_job_status(self, job_id: int, status: str, reason: str = "") -> None:
         """Set the job's JobStatus with a readable reason ("oom budget spent: 3/3")."""
         self._update_one(JobRow, job_id, status=JobStatus(status).value, status_reason=reason)
-
-    def record_restart(self, job_id: int, reason: str) -> JobInfo:
-        """Count one restart of the job for `reason` (an error type); returns the new counters."""
-        with self._write() as db:
-            row = db.get(JobRow, job_id)
-            if row is None:
-                raise StoreError(f"no job with id {job_id}")
-            counts = dict(row.restart_counts_json)
-            counts[reason] = counts.get(reason, 0) + 1
-            row.restart_counts_json = counts
-            row.restart_count += 1
-            db.flush()
-            return job_info(row)
 
     # -- attempts -------------------------------------------------------------------------------
 
@@ -508,14 +500,7 @@ class SQLiteStore:
 
     def record_signals(self, attempt_id: int, signals: Iterable[NewSignal]) -> list[int]:
         """Record classified lines of an attempt in one transaction; returns their ids."""
-        rows = [
-            SignalRow(
-                attempt_id=attempt_id, pattern=s.pattern, error_type=s.error_type, subsystem=s.subsystem,
-                role=s.role, line_no=s.line_no, line=s.line, evidence_json=list(s.evidence),
-                observed_at=s.observed_at,
-            )
-            for s in signals
-        ]  # fmt: skip
+        rows = _signal_rows(attempt_id, signals)
         with self._write() as db:
             db.add_all(rows)
         return [r.id for r in rows]
@@ -562,6 +547,49 @@ class SQLiteStore:
         with self._read() as db:
             return [decision_info(r) for r in db.scalars(stmt)]
 
+    def record_judgement(
+        self,
+        job_id: int,
+        attempt_id: int,
+        judgement: Judgement,
+        *,
+        now: datetime,
+        signals: Sequence[NewSignal] = (),
+        ended: tuple[JobState, int | None] | None = None,
+        iteration: int | None = None,
+    ) -> int:
+        """Record one judged attempt in ONE transaction; returns the decision's id.
+
+        Everything the judgement rests on and decides is written together: the
+        attempt's last signals, its end (`ended`: state and exit code) and highest
+        iteration, the decision with its typed evidence, and the job's new status.
+        A monitor that dies before or after this leaves either none or all of it.
+        """
+        decision = judgement.decision
+        row = DecisionRow(
+            job_id=job_id, attempt_id=attempt_id, action=decision.action.value, reason=decision.reason,
+            budget_before=decision.budget_before, budget_after=decision.budget_after,
+            evidence_json=judgement.evidence.to_json(), decided_at=now,
+        )  # fmt: skip
+        with self._write() as db:
+            db.add_all(_signal_rows(attempt_id, signals))
+            attempt = db.get(AttemptRow, attempt_id)
+            if attempt is None:
+                raise StoreError(f"no attempt with id {attempt_id}")
+            if ended is not None:
+                attempt.state = JobState(ended[0]).value
+                _set_if_given(attempt, exit_code=ended[1], ended_at=now)
+            if iteration is not None:
+                attempt.last_iteration = iteration
+            status = judgement.effects.job_status
+            if status is not None:
+                job = db.get(JobRow, job_id)
+                if job is None:
+                    raise StoreError(f"no job with id {job_id}")
+                job.status, job.status_reason = status.value, decision.reason
+            db.add(row)
+        return row.id
+
     # -- log offsets (the log tailer's OffsetStore) ---------------------------------------------
 
     def load_offset(self, path: str) -> tuple[int, int] | None:
@@ -573,6 +601,55 @@ class SQLiteStore:
     def save_offset(self, path: str, inode: int, offset: int) -> None:
         with self._write() as db:
             db.merge(LogOffsetRow(path=path, inode=inode, offset=offset, updated_at=_utcnow()))
+
+    # -- the timing record (`autoexp replay --session`; core/read_times.py) ---------------------
+
+    def record_log_read(
+        self, attempt_id: int, start_offset: int, end_offset: int, *, read_at: datetime, extend: int | None
+    ) -> int:
+        """Add a row for bytes [start, end) read at `read_at`, or extend row `extend` to `end_offset`."""
+        with self._write() as db:
+            row = db.get(LogReadRow, extend) if extend is not None else None
+            if row is not None:
+                row.end_offset = end_offset
+                return row.id
+            row = LogReadRow(attempt_id=attempt_id, start_offset=start_offset, end_offset=end_offset,
+                             read_at=read_at)  # fmt: skip
+            db.add(row)
+            db.flush()
+            return row.id
+
+    def log_reads_for_attempt(self, attempt_id: int) -> list[LogReadInfo]:
+        """The attempt's timing record, in read order."""
+        stmt = select(LogReadRow).where(LogReadRow.attempt_id == attempt_id).order_by(LogReadRow.id)
+        with self._read() as db:
+            return [LogReadInfo(r.id, r.attempt_id, r.start_offset, r.end_offset, r.read_at)
+                    for r in db.scalars(stmt)]  # fmt: skip
+
+
+def _with_counts(db: Session, rows: Sequence[JobRow]) -> list[JobInfo]:
+    """JobInfos with restart counts taken from the restart decisions: their one source of truth."""
+    ids = [r.id for r in rows]
+    stmt = select(DecisionRow.job_id, DecisionRow.evidence_json).where(
+        DecisionRow.job_id.in_(ids), DecisionRow.action == DecisionAction.RESTART.value
+    )
+    counts: dict[int, dict[str, int]] = {i: {} for i in ids}
+    for job_id, evidence in db.execute(stmt):
+        ev = Evidence.from_json(evidence)
+        cause = ev.error_type or ev.kind
+        counts[job_id][cause] = counts[job_id].get(cause, 0) + 1
+    return [job_info(r, counts[r.id]) for r in rows]
+
+
+def _signal_rows(attempt_id: int, signals: Iterable[NewSignal]) -> list[SignalRow]:
+    return [
+        SignalRow(
+            attempt_id=attempt_id, pattern=s.pattern, error_type=s.error_type, subsystem=s.subsystem,
+            role=s.role, line_no=s.line_no, line=s.line, evidence_json=list(s.evidence),
+            observed_at=s.observed_at,
+        )
+        for s in signals
+    ]  # fmt: skip
 
 
 def _set_if_given(row: Any, **values: Any) -> None:

@@ -33,8 +33,8 @@ class JobInfo:
     plan: dict[str, Any]
     status: str  # JobStatus value
     status_reason: str
-    restart_count: int
-    restart_counts: dict[str, int]
+    restart_count: int  # restarts granted so far (counted from the restart decisions)
+    restart_counts: dict[str, int]  # the same by cause (error type, else outcome kind)
     created_at: datetime
 
 
@@ -98,6 +98,17 @@ class DecisionInfo:
     decided_at: datetime
 
 
+@dataclass(frozen=True)
+class LogReadInfo:
+    """A stretch of an attempt's log and when the monitor read it (store_schema.LogReadRow)."""
+
+    id: int
+    attempt_id: int
+    start_offset: int
+    end_offset: int
+    read_at: datetime
+
+
 def session_info(r: SessionRow) -> SessionInfo:
     return SessionInfo(
         r.id, r.name, r.config_path, r.config_json, r.created_at, r.status,
@@ -105,10 +116,11 @@ def session_info(r: SessionRow) -> SessionInfo:
     )  # fmt: skip
 
 
-def job_info(r: JobRow) -> JobInfo:
+def job_info(r: JobRow, restart_counts: dict[str, int]) -> JobInfo:
+    """A job row with its restart counts (counted from its restart decisions by the store)."""
     return JobInfo(
         r.id, r.session_id, r.job_key, r.name, r.plan_json, r.status, r.status_reason,
-        r.restart_count, dict(r.restart_counts_json), r.created_at,
+        sum(restart_counts.values()), dict(restart_counts), r.created_at,
     )  # fmt: skip
 
 

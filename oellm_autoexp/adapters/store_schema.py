@@ -38,13 +38,6 @@ class SessionStatus(StrEnum):
     COMPLETED = "completed"  # every job reached a final status
 
 
-class JobStatus(StrEnum):
-    ACTIVE = "active"  # the monitor keeps it running (submits, restarts)
-    STOPPED = "stopped"  # the policy gave up (budget spent, non-retriable error)
-    COMPLETED = "completed"  # the last attempt finished successfully
-    CANCELLED_BY_USER = "cancelled_by_user"  # `autoexp cancel`: never restarted
-
-
 class Intent(StrEnum):
     INTENDED = "intended"  # recorded before sbatch; sbatch may or may not have run
     SUBMITTED = "submitted"  # sbatch returned an executor job id
@@ -108,8 +101,10 @@ class JobRow(Base):
     plan_json: Mapped[dict[str, Any]] = mapped_column()  # what the planner produced: script path, sbatch args
     status: Mapped[str] = mapped_column(String(32))  # JobStatus: active|stopped|completed|cancelled_by_user
     status_reason: Mapped[str] = mapped_column(Text, default="")  # why it is in that status (budget numbers)
-    restart_count: Mapped[int] = mapped_column(default=0)  # restarts submitted so far, all reasons
-    restart_counts_json: Mapped[dict[str, Any]] = mapped_column()  # restarts per reason, {"oom": 2}
+    # Not read any more: restart counts are counted from the restart decisions
+    # (their one source of truth). Kept so that older databases and readers stay valid.
+    restart_count: Mapped[int] = mapped_column(default=0)
+    restart_counts_json: Mapped[dict[str, Any]] = mapped_column()
     created_at: Mapped[datetime] = mapped_column()  # when the job was planned (UTC)
 
 
@@ -181,6 +176,24 @@ class LogOffsetRow(Base):
     updated_at: Mapped[datetime] = mapped_column()  # when the offset was last saved (UTC)
 
 
+class LogReadRow(Base):
+    """When the monitor read a stretch of an attempt's log (added in v3), for `autoexp replay --session`.
+
+    One row per batch of lines the tailer handed over; a batch read within
+    core/read_times.py COALESCE_S of the row before it, right after it in the
+    file and with no signal but progress, extends that row instead (see there).
+    """
+
+    __tablename__ = "log_reads"
+    __table_args__ = (Index("ix_log_reads_attempt_id", "attempt_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # surrogate key; rows in read order
+    attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))  # whose log
+    start_offset: Mapped[int] = mapped_column()  # byte offset of the first line read
+    end_offset: Mapped[int] = mapped_column()  # byte offset just past the last line read
+    read_at: Mapped[datetime] = mapped_column()  # when the monitor read the row's first batch (UTC)
+
+
 def _v1_to_v2(conn: Connection) -> None:
     """v2: attempts remember training progress; the log tailer persists its offsets."""
     conn.exec_driver_sql("ALTER TABLE attempts ADD COLUMN last_iteration INTEGER")
@@ -194,8 +207,23 @@ def _v1_to_v2(conn: Connection) -> None:
     )
 
 
+def _v2_to_v3(conn: Connection) -> None:
+    """v3: when the monitor read each stretch of an attempt's log (`autoexp replay --session`)."""
+    conn.exec_driver_sql(
+        "CREATE TABLE log_reads ("
+        " id INTEGER NOT NULL,"
+        " attempt_id INTEGER NOT NULL,"
+        " start_offset INTEGER NOT NULL,"
+        " end_offset INTEGER NOT NULL,"
+        " read_at VARCHAR(32) NOT NULL,"
+        " PRIMARY KEY (id),"
+        " FOREIGN KEY(attempt_id) REFERENCES attempts (id) ON DELETE CASCADE)"
+    )
+    conn.exec_driver_sql("CREATE INDEX ix_log_reads_attempt_id ON log_reads (attempt_id)")
+
+
 # MIGRATIONS[i] upgrades a database from version i + 1 to version i + 2.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2,)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2, _v2_to_v3)
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 
 

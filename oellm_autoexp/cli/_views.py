@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo, SignalInfo
+from oellm_autoexp.core.judge import Evidence
 
 
 def job_row(
@@ -68,8 +69,14 @@ def explain_lines(
 def _decision_lines(d: DecisionInfo) -> list[str]:
     budget = "" if d.budget_before is None else f" (budget {d.budget_before} -> {d.budget_after})"
     lines = [f"    {d.decided_at:%Y-%m-%d %H:%M:%S} {d.action.upper()}: {d.reason}{budget}"]
-    ev = d.evidence if isinstance(d.evidence, dict) else {}
-    if ev.get("signal"):
-        lines.append(f"      cause: {ev.get('error_type')} (signal {ev['signal']}, state {ev.get('state')})")
-    lines += [f"      | {line}" for line in ev.get("lines", [])]
+    ev = Evidence.from_json(d.evidence)
+    if ev.signal:
+        at = f" line {ev.root_line_no}" if ev.root_line_no else ""
+        lines.append(f"      cause: {ev.error_type} (signal {ev.signal}{at}, state {ev.state})")
+    if ev.observed:
+        lines.append(f"      observed: {ev.observed}")
+    if ev.after_first_fatal_s is not None:
+        lines.append(f"      decided {ev.after_first_fatal_s:.1f} s after the first fatal line "
+                     f"(line {ev.first_fatal_line_no}; judged on: {ev.trigger})")  # fmt: skip
+    lines += [f"      | {line}" for line in ev.lines]
     return lines

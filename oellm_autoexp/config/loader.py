@@ -117,15 +117,22 @@ def compose(config: str | Path, overrides: Sequence[str] = (), dirs: Sequence[Pa
     """Experiment file + its defaults + overrides -> Composed. Raises UserError."""
     dirs = list(dirs) or search_path()
     exp_path = find_experiment(config, dirs)
-    source = str(exp_path)
-    own = read_yaml(exp_path)
+    return compose_mapping(read_yaml(exp_path), str(exp_path), overrides, dirs)
+
+
+def compose_mapping(
+    own: dict[str, Any], source: str, overrides: Sequence[str] = (), dirs: Sequence[Path] = ()
+) -> Composed:
+    """Like `compose`, for an experiment given as a mapping (`source` names it in messages)."""
+    dirs = list(dirs) or search_path()
+    own = dict(own)
     parsed = [parse_override(text) for text in overrides]
     entries, parsed = _swap_group_entries(own.pop("defaults", []), parsed, source, dirs)
     out: dict[str, Any] = {}
     prov = Provenance(default=source)
     _apply_defaults(entries, source, dirs, out, prov, [source])
     merge(out, own, (), prov, source)
-    _default_experiment(out, exp_path, prov)
+    _default_experiment(out, Path(source), prov)
     for override in parsed:
         apply_override(out, override, prov, COMMAND_LINE)
     return Composed(out, prov, source)
@@ -302,6 +309,7 @@ __all__ = [
     "Override",
     "apply_override",
     "compose",
+    "compose_mapping",
     "dotted",
     "merge",
     "parse_override",

@@ -199,6 +199,8 @@ def _match_line(
                 teardown=pattern.teardown,
                 rank=_rank_of(line, groups),
                 source=source,
+                fallback=pattern.fallback,
+                teardown_start=pattern.teardown_start,
             )
         )
     return signals

@@ -44,7 +44,9 @@ class OutcomeKind(StrEnum):
     UNKNOWN = "unknown"  # Slurm said nothing reliable; never a reason to restart
 
 
-HANG_ERROR_TYPES = frozenset({"hang", "stall"})  # classifier error types that mean a hang
+# Classifier error types that mean a hang. A collective timeout is what a hang looks like
+# from the ranks still waiting; when some rank printed a root cause, that root wins instead.
+HANG_ERROR_TYPES = frozenset({"hang", "stall", "nccl_timeout"})
 
 # Step 6 above: error types whose meaning is a kind of its own, whatever Slurm's state says.
 KIND_BY_ERROR_TYPE = {

@@ -5,8 +5,11 @@ every reason it can return. The order of questions, each answered by a reason:
 
 1. Fixed answers no policy can change: alive -> none; UNKNOWN -> none;
    `autoexp cancel` -> stop; COMPLETED -> stop.
-2. A job that is still running is only acted on for a hang verdict or an error
-   type in its rule's `early_cancel_on`; otherwise -> none (wait for it to end).
+2. A job that is still running (a fatal line settled, or a hang verdict) is acted
+   on at once (cancel, then restart or stop), unless its rule says to wait for the
+   end: `act_on_fatal_line: false`, or the error type is in `wait_for_end_on` or is
+   one the scheduler ends by itself (time limit, preemption, a cancel, a node
+   failure: Slurm's own end state follows and says more) -> none.
 3. The first rule whose `match` fits; none fits -> stop.
 4. An excluded error type -> stop ("Permanent failure detected ...").
 5. A stop/notify rule -> that action.
@@ -104,7 +107,12 @@ class RestartRule(_Model):
     window: Window | None = None  # rate limit over a sliding time window
     refill_on_progress: bool = False  # forgive restarts once the job got past its best iteration
     exclude_failing_node: bool = False  # add the node a hardware/NCCL signal names to --exclude
-    early_cancel_on: tuple[str, ...] = ()  # error types that end a RUNNING job at once
+    # Act on a RUNNING job as soon as its fatal line settled (cancel, then restart or stop)
+    # rather than wait for it to end: with NCCL the survivors of a dead rank block for the
+    # whole collective timeout while Slurm says RUNNING.
+    act_on_fatal_line: bool = True
+    wait_for_end_on: tuple[str, ...] = ()  # error types still waited out (the job's own protocol)
+    early_cancel_on: tuple[str, ...] = ()  # error types acted on early even with act_on_fatal_line off
 
     @model_validator(mode="after")
     def _budgets_not_negative(self) -> RestartRule:
@@ -185,9 +193,7 @@ def decide(policy: RestartPolicy, outcome: Outcome, history: RestartHistory, now
         return fixed
     rule = policy.rule_for(outcome)
     if outcome.still_running and not _acts_early(rule, outcome):
-        where = f"early_cancel_on of rule {rule.name}" if rule else "any rule (none matches)"
-        reason = f"job still running; waiting for it to end (error_type={outcome.cause} is not in {where})"
-        return Decision(DecisionAction.NONE, reason, rule=rule.name if rule else None)
+        return Decision(DecisionAction.NONE, _waiting_reason(rule, outcome), rule=rule.name if rule else None)
     if rule is None:
         reason = f"no restart rule matches (kind={outcome.kind.value}, error_type={outcome.error_type})"
         return Decision(DecisionAction.STOP, reason, cancel_first=outcome.still_running)
@@ -208,13 +214,35 @@ def _fixed_decision(outcome: Outcome) -> Decision | None:
     return None
 
 
+# Error types whose end the scheduler brings by itself: acting first would only race it
+# (and cancelling a preempted job that Slurm requeues would lose it).
+ENDED_BY_SCHEDULER = frozenset({"time_limit", "preempted", "requeue", "cancelled", "node_failure"})
+
+
 def _acts_early(rule: RestartRule | None, outcome: Outcome) -> bool:
-    # A hung job never ends by itself; a fatal signal (e.g. the NCCL watchdog) means the
-    # process dies ~60 s later anyway, so acting now only saves GPU time. Any other sign
-    # in a running job waits for its end: a signal alone never cancels a job.
-    if outcome.kind is OutcomeKind.HANG:
+    # A hung job never ends by itself. A settled fatal line means the attempt is over even
+    # while Slurm says RUNNING (peers blocked in NCCL): acting now saves the whole allocation
+    # for the collective timeout, and the root cause is already known.
+    if outcome.hang is not None:
         return True
-    return rule is not None and outcome.error_type in rule.early_cancel_on
+    error_type = outcome.error_type
+    if rule is not None and error_type in rule.early_cancel_on:
+        return True
+    if error_type in ENDED_BY_SCHEDULER:
+        return False
+    if rule is None:
+        return True  # no rule takes it: stopping now is what the end would bring
+    return error_type not in rule.wait_for_end_on and rule.act_on_fatal_line
+
+
+def _waiting_reason(rule: RestartRule | None, outcome: Outcome) -> str:
+    if outcome.error_type in ENDED_BY_SCHEDULER:
+        why = "the scheduler ends it by itself"
+    elif rule is not None and outcome.error_type in rule.wait_for_end_on:
+        why = f"in wait_for_end_on of rule {rule.name}"
+    else:
+        why = f"rule {rule.name if rule else '?'} has act_on_fatal_line off"
+    return f"job still running; waiting for it to end (error_type={outcome.cause}: {why})"
 
 
 def _apply_rule(rule: RestartRule, outcome: Outcome, history: RestartHistory, now: float) -> Decision:

@@ -120,10 +120,13 @@ def start(now: float) -> ProgressState:
 
 def advance(state: ProgressState, event: ProgressEvent, now: float) -> ProgressState:
     """Return the state after `event` observed at `now`."""
+    # One state update per line at most: this runs for every line the monitor (or a replay) reads.
+    if isinstance(event, Iteration):
+        return _on_iteration(state, event.iteration, now)
+    if isinstance(event, Output) and now <= state.last_output_s:
+        return state
     seen = replace(state, last_output_s=max(state.last_output_s, now))
     match event:
-        case Iteration(iteration=iteration):
-            return _on_iteration(seen, iteration, now)
         case CheckpointStart():
             since = now if state.checkpoint_since_s is None else state.checkpoint_since_s
             # The interval running now contains the save's start: not a normal one.
@@ -135,14 +138,16 @@ def advance(state: ProgressState, event: ProgressEvent, now: float) -> ProgressS
 
 
 def _on_iteration(state: ProgressState, iteration: int, now: float) -> ProgressState:
+    last_output_s = max(state.last_output_s, now)
     # A repeated or lower counter (a line printed twice, an evaluation line) is not progress.
     if state.iteration is not None and iteration <= state.iteration:
-        return state
+        return state if last_output_s == state.last_output_s else replace(state, last_output_s=last_output_s)
     intervals = state.intervals_s
     if state.progress_s is not None and state.clean_interval:
         intervals = (*intervals, now - state.progress_s)[-STEP_SAMPLES:]
     return replace(
         state,
+        last_output_s=last_output_s,
         iteration=iteration,
         progress_s=now,
         intervals_s=intervals,

@@ -33,6 +33,8 @@ with warnings.catch_warnings():
     import sre_parse as _sp
 
 Role = Literal["root", "cascade", "progress", "info"]
+# A line that starts the launcher's teardown of the whole job (see SignalPattern.teardown_start).
+TeardownStart = Literal["worker_failed", "stop_requested"]
 
 MIN_KEYWORD_LEN = 3  # shorter literals filter too little to be worth a prefilter entry
 
@@ -55,6 +57,11 @@ class SignalPattern(BaseModel):
     keywords: list[str] | None = None  # literal prefilter; None: derived from the regex
     after: str | None = None  # only within `within_lines` after a hit of this pattern (streams)
     within_lines: int = Field(default=10, ge=1)
+    # The launcher is tearing the whole job down: `worker_failed` (a worker died, e.g.
+    # torchrun's `Sending process N closing signal`) or `stop_requested` (the launcher itself
+    # was told to stop: scancel, the time limit). The monitor takes `worker_failed` as the
+    # end of the attempt even while Slurm still says RUNNING.
+    teardown_start: TeardownStart | None = None
     description: str = ""
 
     _compiled: re.Pattern[str] = PrivateAttr()
@@ -176,11 +183,22 @@ class Signal:
     teardown: bool = False
     rank: int | None = None  # from a `[rank3]:` (torchrun) or `3: ` (srun --label) prefix
     source: str | None = None  # file name, if known
+    fallback: bool = False  # from a catch-all pattern (the generic exception line)
+    teardown_start: TeardownStart | None = None  # the launcher started tearing the job down
 
     @property
     def is_cause_candidate(self) -> bool:
         """Could this signal ever be reported as a root cause?"""
         return self.role in ("root", "cascade") and not self.teardown and self.error_type is not None
+
+    @property
+    def is_fatal(self) -> bool:
+        """Does this line alone say the attempt is over (not a catch-all exception line)?
+
+        A generic `SomethingError: ...` line is also printed by runs that catch and log
+        it; it counts once the launcher starts tearing the job down, or at the job's end.
+        """
+        return (self.is_cause_candidate and not self.fallback) or self.teardown_start == "worker_failed"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -195,6 +213,8 @@ class Signal:
             "rank": self.rank,
             "groups": dict(self.groups),
             "source": self.source,
+            "fallback": self.fallback,
+            "teardown_start": self.teardown_start,
         }
 
 

@@ -6,8 +6,11 @@ One thread owns every decision and every database write: this loop. Watchdog
 heartbeat). A poll makes ONE query per executor for all live attempts of all
 monitored sessions (SlurmExecutor: one squeue, then one sacct for the rest).
 
-Restarts are decided in core/policy.py `decide()`; this module only builds
-its inputs (daemon/watch.py) and carries out what it returns.
+An attempt is judged in one pure step, core/judge.py `judge()` (which asks
+core/policy.py `decide()`), on a `Verdict` from the attempt's view
+(core/attempt_view.py): the job ended, a fatal line settled while it still ran,
+the hang tracker fired, or the job was lost. The judgement is recorded in ONE
+store transaction (`record_judgement`), then carried out (cancel, resubmit).
 """
 
 from __future__ import annotations
@@ -31,30 +34,20 @@ from oellm_autoexp.adapters.store import (
     SessionStatus,
     SQLiteStore,
 )
-from oellm_autoexp.core import progress
-from oellm_autoexp.core.classify import Classifier, evidence
+from oellm_autoexp.adapters.submission import make_executor
+from oellm_autoexp.core.attempt_view import AttemptView
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState, is_terminal
-from oellm_autoexp.core.outcome import Outcome
-from oellm_autoexp.core.policy import Decision, DecisionAction, decide
+from oellm_autoexp.core.judge import Evidence, Judgement, Trigger, Verdict, judge, stopped_status
+from oellm_autoexp.core.policy import DecisionAction
+from oellm_autoexp.core.read_times import ReadMark, coalesces, extended
 from oellm_autoexp.daemon.clock import utc
-from oellm_autoexp.daemon.scheduler import Ticker
-from oellm_autoexp.daemon.session import job_runtime
+from oellm_autoexp.daemon.scheduler import Tick, Ticker
+from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
 from oellm_autoexp.daemon.session_lock import SessionLocks
 from oellm_autoexp.daemon.settings import poll_interval_s
 from oellm_autoexp.daemon.submitter import Submitter
-from oellm_autoexp.daemon.watch import (
-    JobRuntime,
-    LiveAttempt,
-    decision_evidence,
-    end_outcome,
-    hang_outcome,
-    history_from,
-    lost_outcome,
-    progress_event,
-    running_outcome,
-    stopped_status,
-)
+from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt, job_history
 
 FLUSH_WAIT_S = 2.0  # how long a job's end waits for the tailer to read its last lines
 QUEUE_WAIT_S = 0.5  # the loop wakes at least this often to notice a stop request
@@ -76,8 +69,10 @@ class Monitor:
         clock: Callable[[], float] = time.time,
         say: Callable[[str], None] | None = None,
         on_poll: Callable[[], None] | None = None,
+        executor_factory: ExecutorFactory = make_executor,
     ) -> None:
         self.store = store
+        self._executor_factory = executor_factory  # tests inject executors without Slurm
         self.session_ids = list(session_ids)
         self.state_dir = state_dir
         self.clock = clock
@@ -125,9 +120,9 @@ class Monitor:
         settings = list(self._runtimes.values())
         first = settings[0].settings if settings else None
         return {
-            "poll": poll_s,
-            "rescan": first.rescan_interval_s if first else 30.0,
-            "heartbeat": first.heartbeat_interval_s if first else 10.0,
+            Tick.POLL: poll_s,
+            Tick.RESCAN: first.rescan_interval_s if first else 30.0,
+            Tick.HEARTBEAT: first.heartbeat_interval_s if first else 10.0,
         }
 
     def _next_event(self) -> object:
@@ -140,14 +135,14 @@ class Monitor:
 
     def _handle(self, event: object) -> None:
         now = self.clock()
-        if event == "poll":
+        if event is Tick.POLL:
             self._poll(now)
-        elif event == "rescan" and self._tailer is not None:
+        elif event is Tick.RESCAN and self._tailer is not None:
             self._tailer.rescan()
-        elif event == "heartbeat":
+        elif event is Tick.HEARTBEAT:
             self._heartbeat(now)
-        elif event is not None and not isinstance(event, str):
-            self._on_log(event, now)  # type: ignore[arg-type]
+        elif isinstance(event, LogEvent):
+            self._on_log(event, now)
 
     # -- sessions and locks ---------------------------------------------------------------------
 
@@ -170,7 +165,7 @@ class Monitor:
         for sid in self.session_ids:
             for job in self.store.jobs_for_session(sid):
                 if job.status == JobStatus.ACTIVE.value or self._cancelled_and_unseen(job):
-                    self._runtimes[job.id] = job_runtime(job, self.state_dir)
+                    self._runtimes[job.id] = job_runtime(job, self.state_dir, self._executor_factory)
 
     def _cancelled_and_unseen(self, job: JobInfo) -> bool:
         """`autoexp cancel` while no monitor ran: its attempt's end is still to be recorded."""
@@ -211,27 +206,50 @@ class Monitor:
             if latest is None or latest.intent in (Intent.ABANDONED.value, Intent.INTENDED.value):
                 self._submit(rt, (), now)  # adopts an unconfirmed intent found by its tag
             elif latest.executor_job_id and (latest.ended_at is None and not is_terminal(latest.state)):
-                self._attach(rt, latest, now)
+                if not self._carry_out_recorded(rt, latest, now):
+                    self._attach(rt, latest, now)
             elif latest.executor_job_id:
                 self._judge_unwatched_end(rt, latest, now)
 
     def _judge_unwatched_end(self, rt: JobRuntime, attempt: AttemptInfo, now: float) -> None:
         """An attempt that ended while no monitor watched: decide now, unless that was done."""
-        decided = [d for d in self.store.decisions_for_job(rt.job.id) if d.attempt_id == attempt.id]
-        evidence = decided[-1].evidence if decided and isinstance(decided[-1].evidence, dict) else {}
-        if decided and decided[-1].action == DecisionAction.RESTART.value:
-            self._submit(rt, tuple(evidence.get("exclude_nodes", [])), now)
-            return
-        if decided and decided[-1].action in (DecisionAction.STOP.value, DecisionAction.NOTIFY.value):
-            # The earlier monitor died between recording the stop and setting the job's status.
-            self.store.set_job_status(
-                rt.job.id, stopped_status(evidence.get("kind")).value, decided[-1].reason
-            )
+        if self._carry_out_recorded(rt, attempt, now):
             return
         live = self._attach(rt, attempt, now, watch=False)
-        self._prime(live, read_all=True)
+        self._prime(live, now, read_all=True)
         record = JobRecord(attempt.executor_job_id or "", attempt.state, "store", exit_code=attempt.exit_code)
         self._finish(live, record, now)
+
+    def _carry_out_recorded(self, rt: JobRuntime, attempt: AttemptInfo, now: float) -> bool:
+        """Carry out a judgement an earlier monitor recorded but may not have acted on.
+
+        The judgement and the job's new status were written in one transaction, so
+        only the actions after it can be missing: the cancel and the resubmission
+        (both safe to repeat: a cancel of an ended job is a no-op, a submission is
+        adopted by its tag).
+        """
+        decided = [d for d in self.store.decisions_for_job(rt.job.id) if d.attempt_id == attempt.id]
+        acted = [d for d in decided if d.action != DecisionAction.NONE.value]
+        if not acted:
+            return False
+        last = acted[-1]
+        evidence = Evidence.from_json(last.evidence)
+        if last.action != DecisionAction.RESTART.value and rt.job.status == JobStatus.ACTIVE.value:
+            # Written in one transaction by this version; an older monitor wrote the stop and the
+            # job's status in two steps and may have died between them.
+            status = (
+                stopped_status(evidence.kind)
+                if last.action == DecisionAction.STOP.value
+                else JobStatus.STOPPED
+            )
+            self.store.set_job_status(rt.job.id, status.value, last.reason)
+        if attempt.ended_at is None and not is_terminal(attempt.state):
+            live = self._attach(rt, attempt, now)
+            live.decided_early = live.cancelled_by_monitor = True
+            self._cancel(live)
+        if last.action == DecisionAction.RESTART.value:
+            self._submit(rt, evidence.exclude_nodes, now)
+        return True
 
     # -- submitting -----------------------------------------------------------------------------
 
@@ -248,22 +266,21 @@ class Monitor:
 
     def _attach(self, rt: JobRuntime, attempt: AttemptInfo, now: float, *, watch: bool = True) -> LiveAttempt:
         log_path = os.path.abspath(attempt.log_path) if attempt.log_path else None
-        live = LiveAttempt(
-            rt, attempt, Classifier(rt.patterns, source=log_path), log_path, state=attempt.state
-        )
+        view = AttemptView(rt.patterns, source=log_path, early=rt.early_settings())
+        live = LiveAttempt(rt, attempt, view, log_path, state=attempt.state)
         self._live[attempt.id] = live
         if log_path and watch:
-            self._prime(live, read_all=False)
+            self._prime(live, now, read_all=False)
             self._by_log[log_path] = live
             if self._tailer is not None:
                 self._tailer.watch(log_path)
         return live
 
-    def _prime(self, live: LiveAttempt, *, read_all: bool) -> None:
-        """Rebuild a resumed attempt's classifier from the part of its log already consumed.
+    def _prime(self, live: LiveAttempt, now: float, *, read_all: bool) -> None:
+        """Rebuild a resumed attempt's view from the part of its log already consumed.
 
         Those lines' signals were recorded by the earlier monitor; they only
-        restore the classifier's memory (root cause, last iteration).
+        restore the view's memory (root cause, first fatal line, last iteration).
         """
         if not live.log_path or not os.path.exists(live.log_path):
             return
@@ -274,10 +291,10 @@ class Monitor:
         limit = size if read_all or saved is None else min(saved[1], size)
         with open(live.log_path, "rb") as handle:
             text = handle.read(limit).decode("utf-8", errors="replace")
-        live.classifier.feed_text(text)
+        live.view.read_text(text, now)
         if read_all:
-            live.classifier.flush()
-        live.signals_recorded = 0 if read_all else len(live.classifier.signals)
+            live.view.flush(now)
+        live.signals_recorded = 0 if read_all else len(live.view.classifier.signals)
 
     # -- polling Slurm --------------------------------------------------------------------------
 
@@ -290,6 +307,7 @@ class Monitor:
             by_executor.setdefault(live.runtime.executor.name, []).append(live)
         for lives in by_executor.values():
             self._poll_executor(lives, now)
+        self._check_fatal_lines(now)
         self._check_hangs(now)
         if self._on_poll is not None:
             self._on_poll()
@@ -316,8 +334,8 @@ class Monitor:
         live.unknown_since_s = None
         if record.state != live.state or record.nodes != live.nodes:
             self._store_state(live, record, now)
-        if record.state is JobState.RUNNING and live.tracker is None:
-            live.tracker = progress.start(now)
+        if record.state is JobState.RUNNING:
+            live.view.mark_running(now)
         if is_terminal(record.state) or (record.state is JobState.PREEMPTED and record.source == "sacct"):
             self._finish(live, record, now)
 
@@ -329,8 +347,9 @@ class Monitor:
         if waited < live.runtime.settings.unknown_deadline_s:
             return
         self._say(f"{self._who(live)}: unknown to squeue and sacct for {waited:.0f} s; treating it as lost")
-        self._drop(live, JobState.UNKNOWN, now)
-        self._decide(live, lost_outcome(), now)
+        self._drop(live)
+        self._judge(live, Verdict(Trigger.LOST, now, observed=f"unknown for {waited:.0f} s"), now,
+                    ended=(JobState.UNKNOWN, None))  # fmt: skip
 
     def _store_state(self, live: LiveAttempt, record: JobRecord, now: float) -> None:
         first_run = record.state is JobState.RUNNING and live.state is not JobState.RUNNING
@@ -347,16 +366,22 @@ class Monitor:
 
     def _finish(self, live: LiveAttempt, record: JobRecord, now: float) -> None:
         self._read_last_lines(live)
-        self._record_signals(live, now)
-        self._drop(live, record.state, now, exit_code=record.exit_code)
-        if live.cancelled_by_monitor or live.decided_early:
-            return  # already decided while it ran; this end is our own doing
+        self._drop(live)
+        ended = (record.state, record.exit_code)
         job = self.store.get_job(live.runtime.job.id)
-        if job is None or job.status not in (JobStatus.ACTIVE.value, JobStatus.CANCELLED_BY_USER.value):
+        judged = job is not None and job.status in (JobStatus.ACTIVE.value, JobStatus.CANCELLED_BY_USER.value)
+        if live.cancelled_by_monitor or live.decided_early or not judged:
+            # Already decided while it ran (this end is our own doing), or stopped for good.
+            self._record_end(live, ended, now)
             return
-        user_cancelled = job.status == JobStatus.CANCELLED_BY_USER.value
-        cause = live.classifier.root_cause()
-        self._decide(live, end_outcome(record, cause, user_cancelled=user_cancelled), now)
+        self._judge(live, live.view.end_verdict(record, now), now, ended=ended)
+
+    def _record_end(self, live: LiveAttempt, ended: tuple[JobState, int | None], now: float) -> None:
+        self._record_signals(live, now)
+        self.store.update_attempt_state(live.attempt.id, ended[0], exit_code=ended[1], ended_at=utc(now))
+        if live.view.last_iteration is not None:
+            self.store.set_last_iteration(live.attempt.id, live.view.last_iteration)
+        self._dirty = True
 
     def _read_last_lines(self, live: LiveAttempt) -> None:
         """Let the tailer read the log to its end, and classify it, before judging."""
@@ -374,60 +399,64 @@ class Monitor:
             else:
                 self._on_log(event, self.clock())  # type: ignore[arg-type]
 
-    def _drop(self, live: LiveAttempt, state: JobState, now: float, exit_code: int | None = None) -> None:
+    def _drop(self, live: LiveAttempt) -> None:
+        """Stop watching an attempt that ended (its end is recorded by the caller)."""
         self._live.pop(live.attempt.id, None)
         if live.log_path and self._by_log.get(live.log_path) is live:
             del self._by_log[live.log_path]
             if self._tailer is not None:
                 self._tailer.unwatch(live.log_path)
-        self.store.update_attempt_state(live.attempt.id, state, exit_code=exit_code, ended_at=utc(now))
-        if live.classifier.last_iteration is not None:
-            self.store.set_last_iteration(live.attempt.id, live.classifier.last_iteration)
         self._dirty = True
 
     # -- deciding and acting --------------------------------------------------------------------
 
-    def _decide(self, live: LiveAttempt, outcome: Outcome, now: float) -> Decision:
+    def _judge(
+        self,
+        live: LiveAttempt,
+        verdict: Verdict,
+        now: float,
+        *,
+        ended: tuple[JobState, int | None] | None = None,
+    ) -> Judgement:
+        """Judge a verdict, record the judgement in one transaction, then carry it out."""
         rt = live.runtime
-        iteration = live.classifier.last_iteration
-        history = history_from(self.store.decisions_for_job(rt.job.id), live.attempt.attempt_no, iteration)
-        decision = decide(rt.policy, outcome, history, now)
-        if decision.action is DecisionAction.NONE and outcome.still_running:
-            return decision  # nothing to record: a running job we keep watching
-        lines = evidence(live.classifier.signals, live.classifier.root_cause())
-        self.store.record_decision(
-            rt.job.id, attempt_id=live.attempt.id, action=decision.action.value, reason=decision.reason,
-            now=utc(now), budget_before=decision.budget_before, budget_after=decision.budget_after,
-            evidence=decision_evidence(outcome, decision, iteration, lines),
+        job = self.store.get_job(rt.job.id)
+        user_cancelled = job is not None and job.status == JobStatus.CANCELLED_BY_USER.value
+        view = live.view
+        history = job_history(
+            self.store.decisions_for_job(rt.job.id), live.attempt.attempt_no, view.last_iteration
+        )
+        judgement = judge(rt.policy, verdict, history, view.classifier.signals, user_cancelled=user_cancelled)
+        if not judgement.record:
+            live.waiting_on_fatal = verdict.trigger is Trigger.FATAL_LINE
+            if ended is not None:
+                self._record_end(live, ended, now)
+            return judgement
+        self.store.record_judgement(
+            rt.job.id, live.attempt.id, judgement, now=utc(now), signals=self._unrecorded_signals(live, now),
+            ended=ended, iteration=view.last_iteration,
         )  # fmt: skip
+        decision = judgement.decision
         self._say(f"{self._who(live)}: {decision.action.value}: {decision.reason}")
-        self._carry_out(live, outcome, decision, now)
+        self._carry_out(live, judgement, now)
         self._dirty = True
-        return decision
+        return judgement
 
-    def _carry_out(self, live: LiveAttempt, outcome: Outcome, decision: Decision, now: float) -> None:
-        rt = live.runtime
-        if decision.cancel_first and live.attempt.id in self._live:
+    def _carry_out(self, live: LiveAttempt, judgement: Judgement, now: float) -> None:
+        effects = judgement.effects
+        if judgement.outcome.still_running:
+            live.decided_early = True
+        if effects.cancel and live.attempt.id in self._live:
             live.cancelled_by_monitor = True
             self._cancel(live)
-        if outcome.still_running and decision.action is not DecisionAction.NONE:
-            live.decided_early = True
-        if decision.action is DecisionAction.RESTART:
-            self.store.record_restart(rt.job.id, outcome.cause)
-            self._submitter.schedule(rt.job.id, now + decision.delay_s, decision.exclude_nodes)
-            if decision.delay_s <= 0:
+        if effects.resubmit_after_s is not None:
+            self._submitter.schedule(live.runtime.job.id, effects.resubmit_after_s, effects.exclude_nodes)
+            if effects.resubmit_after_s <= now:
                 self._poll_due(now)
-        elif decision.action is DecisionAction.STOP:
-            self._stop_job(rt, outcome, decision)
-        elif decision.action is DecisionAction.NOTIFY and not outcome.still_running:
-            self.store.set_job_status(rt.job.id, JobStatus.STOPPED.value, decision.reason)
 
     def _poll_due(self, now: float) -> None:
         for job_id, nodes in self._submitter.take_due(now):
             self._submit(self._runtimes[job_id], nodes, now)
-
-    def _stop_job(self, rt: JobRuntime, outcome: Outcome, decision: Decision) -> None:
-        self.store.set_job_status(rt.job.id, stopped_status(outcome.kind).value, decision.reason)
 
     def _cancel(self, live: LiveAttempt) -> None:
         try:
@@ -435,20 +464,28 @@ class Monitor:
         except ExecutorError as exc:
             self._say(f"warning: cancelling {self._who(live)} failed: {exc}")
 
+    def _check_fatal_lines(self, now: float) -> None:
+        for live in list(self._live.values()):
+            if live.decided_early or live.waiting_on_fatal or live.state is JobState.PENDING:
+                continue
+            verdict = live.view.fatal_verdict(now)
+            if verdict is not None:
+                self._judge(live, verdict, now)
+            for recovery in live.view.take_recoveries():
+                self._say(
+                    f"{self._who(live)}: in-job restart healed: iteration {recovery.iteration} "
+                    f"{recovery.healed_at_s - recovery.fatal.at_s:.0f} s after: {recovery.fatal.signal.line}"
+                )
+
     def _check_hangs(self, now: float) -> None:
         for live in list(self._live.values()):
             config = live.runtime.settings.hang
-            if (
-                config is None
-                or live.tracker is None
-                or live.decided_early
-                or live.state is not JobState.RUNNING
-            ):
+            if config is None or live.decided_early or live.state is not JobState.RUNNING:
                 continue
-            verdict = progress.check_hang(live.tracker, now, config)
+            verdict = live.view.hang_verdict(now, config)
             if verdict is not None:
-                self._say(f"{self._who(live)}: hang detected: {verdict.detail}")
-                self._decide(live, hang_outcome(verdict), now)
+                self._say(f"{self._who(live)}: hang detected: {verdict.hang.detail if verdict.hang else ''}")
+                self._judge(live, verdict, now)
 
     # -- logs -----------------------------------------------------------------------------------
 
@@ -459,45 +496,57 @@ class Monitor:
                 self._say(f"{self._who(live)}: log {type(event).__name__}: {event.path}")
             return
         if live is not None:
+            kept = len(live.view.classifier.signals)
             self._classify(live, event.lines, now)
+            self._record_read_time(live, event, now, has_signal=len(live.view.classifier.signals) > kept)
         if self._tailer is not None:
             self._tailer.commit(event)
 
     def _classify(self, live: LiveAttempt, lines: tuple[str, ...], now: float) -> None:
-        signals = live.classifier.feed(lines)
-        tracker = live.tracker or progress.start(now)
-        tracker = progress.advance(tracker, progress.Output(), now)
-        for signal in signals:
-            event = progress_event(signal) if signal.role == "progress" else None
-            if event is not None:
-                tracker = progress.advance(tracker, event, now)
-        live.tracker = tracker
-        new_roots = [s for s in signals if s.is_cause_candidate]
+        had_fatal = live.view.first_fatal is not None
+        signals = live.view.read(lines, now)
         self._record_signals(live, now)
-        if not new_roots or live.decided_early:
+        if live.decided_early:
             return
-        # A fatal line usually means the job ends within seconds: look at Slurm soon
-        # rather than at the next regular poll.
-        if self._ticker is not None:
-            self._ticker.soon("poll", FATAL_FOLLOW_UP_POLLS_S)
-        # Lines in its log mean the job runs, even before a poll has seen it RUNNING.
-        cause = live.classifier.root_cause()
-        if cause is not None and not is_terminal(live.state):
-            self._decide(live, running_outcome(cause), now)
+        if any(s.is_cause_candidate for s in signals):
+            live.waiting_on_fatal = False  # a new cause may change a "wait for the end"
+        due = live.view.fatal_due_s()
+        if had_fatal or due is None or self._ticker is None:
+            return
+        # The first fatal line: judge it once the settle window has passed, and look at
+        # Slurm soon (the process may exit within seconds) rather than at the next poll.
+        settle = max(due - now, 0.0)
+        self._ticker.soon(Tick.POLL, sorted({*FATAL_FOLLOW_UP_POLLS_S, settle + 0.05, settle + 1.0}))
 
     def _record_signals(self, live: LiveAttempt, now: float) -> None:
-        fresh = live.classifier.signals[live.signals_recorded :]
-        if not fresh:
+        fresh = self._unrecorded_signals(live, now)
+        if fresh:
+            self.store.record_signals(live.attempt.id, fresh)
+            self._dirty = True
+
+    def _unrecorded_signals(self, live: LiveAttempt, now: float) -> list[NewSignal]:
+        """The classifier's signals not yet in the store (and, from now on, counted as stored)."""
+        signals = live.view.classifier.signals
+        fresh = signals[live.signals_recorded :]
+        live.signals_recorded = len(signals)
+        return [
+            NewSignal(s.pattern, s.error_type, s.subsystem, s.role, s.line_no, s.line, utc(now))
+            for s in fresh
+        ]
+
+    # -- the timing record (`autoexp replay --session`; core/read_times.py) -----------------------
+
+    def _record_read_time(self, live: LiveAttempt, event: LogLines, now: float, *, has_signal: bool) -> None:
+        """Remember when these bytes were read, so that a replay delivers them at the same time."""
+        last = live.last_read
+        if last is not None and coalesces(last, event.start_offset, now, has_signal):
+            self.store.record_log_read(live.attempt.id, last.start_offset, event.end_offset,
+                                       read_at=utc(last.read_at_s), extend=last.row_id)  # fmt: skip
+            live.last_read = extended(last, event.end_offset)
             return
-        live.signals_recorded = len(live.classifier.signals)
-        self.store.record_signals(
-            live.attempt.id,
-            [
-                NewSignal(s.pattern, s.error_type, s.subsystem, s.role, s.line_no, s.line, utc(now))
-                for s in fresh
-            ],
-        )
-        self._dirty = True
+        row_id = self.store.record_log_read(live.attempt.id, event.start_offset, event.end_offset,
+                                            read_at=utc(now), extend=None)  # fmt: skip
+        live.last_read = ReadMark(row_id, event.start_offset, event.end_offset, now, has_signal)
 
     # -- output ---------------------------------------------------------------------------------
 

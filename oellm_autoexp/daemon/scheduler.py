@@ -9,8 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 
 from apscheduler.schedulers.background import BackgroundScheduler
+
+
+class Tick(StrEnum):
+    """A scheduled loop event (put on the monitor's queue beside the log tailer's events)."""
+
+    POLL = "poll"  # query the executors for every live attempt, then judge
+    RESCAN = "rescan"  # re-read every watched log, whatever inotify said
+    HEARTBEAT = "heartbeat"  # refresh the session locks
 
 
 class Ticker:

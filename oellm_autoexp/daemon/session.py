@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from oellm_autoexp.adapters.executor import Executor
 from oellm_autoexp.adapters.pattern_files import monitoring_dirs, pattern_set_from_mapping
 from oellm_autoexp.adapters.store import JobInfo, JobStatus, SessionInfo, SQLiteStore
 from oellm_autoexp.adapters.submission import make_executor
@@ -79,7 +80,12 @@ def _cached(kind: tuple[str, ...], section: Any, build: Callable[[], Any]) -> An
     return _PARSED[key]
 
 
-def job_runtime(job: JobInfo, state_dir: Path) -> JobRuntime:
+ExecutorFactory = Callable[[str, Path], Executor]  # (executor name, state dir) -> Executor
+
+
+def job_runtime(
+    job: JobInfo, state_dir: Path, executor_factory: ExecutorFactory = make_executor
+) -> JobRuntime:
     """Rebuild what the monitor needs for a stored job: plan, policy, settings, patterns, executor."""
     plan = plan_from_dict(job.plan)
     source = f"job {job.name}"
@@ -90,7 +96,7 @@ def job_runtime(job: JobInfo, state_dir: Path) -> JobRuntime:
         lambda: pattern_set_from_mapping(pattern_part, f"{source}: monitoring", monitoring_dirs()),
     )
     policy = restart_policy(plan.config.restart, source)
-    executor = make_executor(plan.executor, state_dir)
+    executor = executor_factory(plan.executor, state_dir)
     return JobRuntime(job, plan, policy, settings, executor, patterns)
 
 

@@ -39,6 +39,15 @@ class MonitorSettings(BaseModel):
     submit_retry_s: float = Field(default=30.0, gt=0)
     # Hang detection (no output / no progress); null turns it off.
     hang: HangConfig | None = Field(default_factory=HangConfig)
+    # A fatal line ends the attempt even while Slurm says RUNNING (NCCL peers of a dead rank
+    # block for the whole collective timeout). Judge this long after the first one, so the
+    # burst of sibling lines (the dead rank's traceback, the launcher's summary) is read.
+    fatal_settle_s: float = Field(default=5.0, ge=0)
+    # The job's launcher restarts workers in place (torchrun --max-restarts > 0, ft_launcher):
+    # a fatal line then opens a recovery window instead; null: ask the backend.
+    in_job_restarts: bool | None = None
+    # With in-job restarts: how long the iteration counter has to pass its old best.
+    recovery_window_s: float = Field(default=900.0, gt=0)
 
 
 _SETTING_KEYS = frozenset(MonitorSettings.model_fields)

@@ -62,8 +62,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pg-timeout-s", type=float, default=DEFAULT_PG_TIMEOUT_S, help="collective timeout")
     p.add_argument("--fault", type=faults.Fault, choices=list(faults.Fault), default=faults.Fault.NONE)
     p.add_argument("--fault-at-step", type=int, default=0, help="iteration at whose start it fires")
+    p.add_argument(
+        "--fault-once-file",
+        type=Path,
+        help="fire only if this file does not exist, and create it first (a resumed attempt runs clean)",
+    )
+    p.add_argument(
+        "--slow-steps",
+        type=_slow_steps,
+        help="FIRST-LAST:SECONDS: these iterations sleep SECONDS more (a slow stretch of a healthy run)",
+    )
     p.add_argument("--fault-rank", type=int, default=0, help="rank that fails; -1 = every rank")
     return p
+
+
+def _slow_steps(text: str) -> tuple[int, int, float]:
+    try:
+        span, _, seconds = text.partition(":")
+        first, _, last = span.partition("-")
+        return int(first), int(last or first), float(seconds)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected FIRST-LAST:SECONDS, got {text!r}") from None
 
 
 class StopRequest:
@@ -147,7 +166,7 @@ class Trainer:
     def step(self, iteration: int) -> tuple[float, float, list[str]]:
         """One iteration; returns (mean loss, grad norm, stop signals every rank agrees on)."""
         a, ctx = self.args, self.ctx
-        if faults.is_due(a.fault, a.fault_at_step, a.fault_rank, iteration, ctx.rank):
+        if faults.is_due(a.fault, a.fault_at_step, a.fault_rank, iteration, ctx.rank) and self._fault_armed():
             faults.inject(a.fault, iteration, ctx.rank, ctx.device, self.model)
         x, y = synthetic_tokens(a.seed, iteration, ctx.rank, a.micro_batch_size, a.seq_len, a.vocab)
         logits = self.ddp(x.to(ctx.device))
@@ -157,6 +176,8 @@ class Trainer:
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), a.clip_grad)
         if a.step_time_s > 0:
             time.sleep(a.step_time_s)
+        if a.slow_steps and a.slow_steps[0] <= iteration <= a.slow_steps[1]:
+            time.sleep(a.slow_steps[2])
         stats = torch.tensor([loss.item(), *self.stop.flags()], device=ctx.device)
         dist.all_reduce(stats)
         values = stats.tolist()
@@ -166,6 +187,17 @@ class Trainer:
         self.optimizer.step()
         names = [s.name for s, n in zip(_STOP_SIGNALS, values[1:], strict=True) if n > 0]
         return mean_loss, float(grad_norm), names
+
+    def _fault_armed(self) -> bool:
+        """With --fault-once-file, only the first attempt that gets here injects the fault."""
+        marker = self.args.fault_once_file
+        if marker is None:
+            return True
+        if marker.exists():
+            return False
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+        return True
 
     def _abort_on_nan(self, iteration: int, local_loss: float, grad_norm: float) -> None:
         self.log(self._line(iteration, float("nan"), grad_norm, 0.0, nan_iterations=1))

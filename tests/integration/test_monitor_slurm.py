@@ -424,9 +424,9 @@ def test_intent_recorded_but_not_confirmed_is_adopted_by_tag(autoexp: AutoexpEnv
 
 
 def test_monitor_killed_between_a_stop_decision_and_its_effect(autoexp: AutoexpEnv) -> None:
-    """A monitor that recorded `stop: Job completed successfully` and died before marking the job
-    completed: the next `monitor-session` carries the recorded stop out (job completed) and exits,
-    instead of waiting forever for a job with nothing left to watch."""
+    """A database holding `stop: Job completed successfully` with the job still active (an older
+    monitor wrote the two in separate steps and died between them): the next `monitor-session`
+    carries the recorded stop out (job completed) and exits, instead of waiting forever."""
     script = autoexp.script('echo "attempt $n done"\n')
     submitted = autoexp.cli("submit", str(autoexp.experiment(["bash", str(script)])), "--no-monitor")
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
@@ -639,3 +639,85 @@ echo "attempt $n done"
         ("stop", COMPLETED),
     ]
     assert "hang detected" in done.stdout
+
+
+def test_manual_nccl_error_timeout_injection_restarts_the_job(autoexp: AutoexpEnv) -> None:
+    """The seed's "Manual Test 2": appending `[default0]:NCCL ERROR timeout` to a running job's log is
+    classified and restarts the job at once (the first attempt still ran: it is cancelled), and the
+    second attempt completes."""
+    script = autoexp.script(
+        """\
+for i in 1 2 3; do echo " iteration        $i/     100 | lm loss: 1.0 |"; sleep 0.2; done
+if [ "$n" -eq 1 ]; then wait_for never; fi
+echo "attempt $n done"
+"""
+    )
+    monitor = autoexp.start("run", str(autoexp.experiment(["bash", str(script)])))
+    job_id = autoexp.running(1)
+    log = wait_until(lambda: autoexp.attempts()[0].log_path, "the first attempt's log path")
+    wait_until(lambda: "iteration        3/" in Path(log).read_text(errors="replace"), "the third iteration")
+    with open(log, "a", encoding="utf-8") as handle:  # what the seed's tester did by hand
+        handle.write("[default0]:NCCL ERROR timeout\n")
+    assert autoexp.finish(monitor) == 0, autoexp.output(monitor)
+    attempts = autoexp.attempts()
+    assert [a.state.value for a in attempts] == ["CANCELLED", "COMPLETED"]
+    assert attempts[0].executor_job_id == job_id
+    assert autoexp.reasons() == [
+        ("restart", "Transient failure detected (error_type=nccl_timeout)"),
+        ("stop", COMPLETED),
+    ]
+    restart = autoexp.decisions()[0].evidence
+    assert restart["trigger"] == "fatal_line" and restart["lines"] == ["[default0]:NCCL ERROR timeout"]
+
+
+# ---------------------------------------------------------------------------------- replay
+
+
+def replayed(ax: AutoexpEnv) -> list[dict[str, Any]]:
+    """`autoexp replay --session 1 JOB --json`: per attempt, the recorded and the replayed decisions."""
+    done = ax.cli("replay", "--session", "1", ax.job().name, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows: list[dict[str, Any]] = json.loads(done.stdout)
+    return rows
+
+
+def test_replay_of_a_session_gives_the_decisions_the_monitor_took(nccl_run: dict[str, Any]) -> None:
+    """`autoexp replay --session` over the NCCL run (attempt 1 dies, attempt 2 completes) replays both
+    attempts from the monitor's timing record: the same decisions, at the same log offsets."""
+    rows = replayed(nccl_run["ax"])
+    assert [r["attempt"] for r in rows] == [1, 2]
+    assert [[d["reason"] for d in r["replayed"]] for r in rows] == [[NCCL_RESTART], [COMPLETED]]
+    for row in rows:
+        assert row["same"], row
+        assert [d["offset"] for d in row["replayed"]] == [d["offset"] for d in row["recorded"]]
+
+
+def test_replay_of_an_early_decision_stops_at_the_same_offset(autoexp: AutoexpEnv) -> None:
+    """A job prints an NCCL watchdog timeout and then blocks (as NCCL survivors do): the monitor acts on
+    the settled fatal line while the job still runs. Its replay from the timing record takes the same
+    restart at the same log offset, before the lines the cancel added to the log."""
+    watchdog = (
+        "[rank0]:[E1122 04:21:32.820484898 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=16, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=30000) "
+        "ran for 30012 milliseconds before timing out."
+    )
+    script = autoexp.script(
+        f"""\
+for i in 1 2 3; do echo " iteration        $i/     100 | lm loss: 1.0 |"; sleep 0.3; done
+if [ "$n" -eq 1 ]; then echo {json.dumps(watchdog)} >&2; wait_for never; fi
+echo "attempt $n done"
+"""
+    )
+    done = autoexp.cli("run", str(autoexp.experiment(["bash", str(script)], {"fatal_settle_s": 1})))
+    assert done.returncode == 0, done.stdout + done.stderr
+    restart = ("restart", "Transient failure detected (error_type=nccl_timeout)")
+    assert autoexp.reasons() == [restart, ("stop", COMPLETED)]
+    rows = replayed(autoexp)
+    first = rows[0]
+    assert first["same"], first
+    [decision] = first["replayed"]
+    assert (decision["action"], decision["reason"], decision["trigger"]) == (*restart, "fatal_line")
+    assert decision["after_first_fatal_s"] == 1.0
+    assert decision["offset"] == first["recorded"][0]["offset"]
+    assert decision["offset"] < Path(autoexp.attempts()[0].log_path or "").stat().st_size
+    assert rows[1]["same"], rows[1]

@@ -213,15 +213,26 @@ def test_sessions_and_jobs_are_found_by_name_key_or_id(store: SQLiteStore) -> No
         store.add_job(sid, job_key="lr=0.1", name="dup", plan={}, now=T0)
 
 
+def _restart(store: SQLiteStore, jid: int, error_type: str | None, kind: str = "crash") -> None:
+    evidence = {"rule": "r", "kind": kind, "error_type": error_type}
+    store.record_decision(jid, attempt_id=None, action="restart", reason="r", now=T0, evidence=evidence)
+
+
 def test_job_status_and_restart_counters(store: SQLiteStore) -> None:
-    """Restarts are counted per reason and in total; a status carries the reason a user reads."""
+    """Restarts are counted from the restart decisions alone, per cause and in total (other actions
+    count nothing); a status carries the reason a user reads."""
     sid, jid = _job(store)
-    store.record_restart(jid, "oom")
-    store.record_restart(jid, "oom")
-    store.record_restart(jid, "nccl_timeout")
+    _restart(store, jid, "oom")
+    _restart(store, jid, "oom")
+    _restart(store, jid, "nccl_timeout")
+    _restart(store, jid, None, kind="cancelled")
+    store.record_decision(
+        jid, attempt_id=None, action="stop", reason="s", now=T0, evidence={"error_type": "oom"}
+    )
     store.set_job_status(jid, JobStatus.STOPPED, "oom budget spent: 2/2 restarts")
     job = store.jobs_for_session(sid)[0]
-    assert (job.restart_count, job.restart_counts) == (3, {"oom": 2, "nccl_timeout": 1})
+    assert (job.restart_count, job.restart_counts) == (4, {"oom": 2, "nccl_timeout": 1, "cancelled": 1})
+    assert store.get_job(jid) == job and store.find_job(sid, job.job_key) == job
     assert (job.status, job.status_reason) == ("stopped", "oom budget spent: 2/2 restarts")
     with pytest.raises(ValueError):
         store.set_job_status(jid, "finished")
@@ -302,11 +313,11 @@ def test_two_processes_write_and_read_the_same_file(store: SQLiteStore, tmp_path
         reads = 0
         while child.poll() is None:
             store.decisions_for_job(jid)
-            store.record_restart(jid, "reader")
+            _restart(store, jid, "reader")
             reads += 1
     finally:
         assert child.wait(timeout=60) == 0
-    assert len(store.decisions_for_job(jid)) == n
+    assert len(store.decisions_for_job(jid)) == n + reads
     assert store.get_job(jid).restart_count == reads  # type: ignore[union-attr]
 
 
@@ -363,3 +374,19 @@ def test_close_releases_every_connection(tmp_path: Path) -> None:
     assert open_db_fds(tmp_path) != []  # the pool keeps a connection while open
     store.close()
     assert open_db_fds(tmp_path) == []
+
+
+def test_timing_record_rows_are_added_extended_and_read_back_in_order(store: SQLiteStore) -> None:
+    """`record_log_read` adds a row, or extends the row it names; rows come back in read order, and
+    they go with their attempt."""
+    _, jid = _job(store)
+    aid = store.record_intent(jid, 1, "tag-1", now=T0, log_path="/logs/x.out")
+    first = store.record_log_read(aid, 0, 100, read_at=T0, extend=None)
+    assert store.record_log_read(aid, 0, 180, read_at=T0 + timedelta(seconds=1), extend=first) == first
+    store.record_log_read(aid, 180, 250, read_at=T0 + timedelta(seconds=9), extend=None)
+    rows = store.log_reads_for_attempt(aid)
+    assert [(r.start_offset, r.end_offset, r.read_at) for r in rows] == [
+        (0, 180, T0),  # extending keeps the row's first read time
+        (180, 250, T0 + timedelta(seconds=9)),
+    ]
+    assert store.log_reads_for_attempt(aid + 1) == []

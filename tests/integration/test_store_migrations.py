@@ -116,7 +116,7 @@ def test_upgrade_keeps_the_rows_and_stamps_the_version(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "s") as store:
         assert store.schema_version() == SCHEMA_VERSION
         job = store.find_job(1, "k")
-        assert job is not None and job.restart_counts == {"oom": 1}
+        assert job is not None and (job.name, job.status) == ("old-k", "active")
         attempt = store.latest_attempt(job.id)
         assert attempt is not None
         assert (attempt.executor_job_id, attempt.nodes, attempt.last_iteration) == ("123", ("n1",), None)

@@ -109,13 +109,14 @@ def test_megatron_transient_first_failure(outcome: Outcome, action: DecisionActi
 @pytest.mark.parametrize(
     ("outcome", "action"),
     [
-        (Outcome(S.RUNNING, "nccl", still_running=True), A.NONE),
+        (Outcome(S.RUNNING, "nccl", still_running=True), A.STOP),
         (Outcome(S.RUNNING, "hang", still_running=True, hang=HangKind.NO_OUTPUT), A.STOP),
+        (Outcome(S.RUNNING, "time_limit", still_running=True), A.NONE),
     ],
 )
 def test_running_job_without_a_rule(outcome: Outcome, action: DecisionAction) -> None:
-    """With no fitting rule, a signal alone never cancels a running job; a hung one is cancelled
-    and stopped, since it would hold its GPUs until walltime."""
+    """With no fitting rule, a settled fatal line or a hang cancels and stops a running job (it would
+    hold its GPUs for the collective timeout, or until walltime); a time limit is Slurm's to end."""
     decision = decide(load_policy({"rules": []}), outcome, RestartHistory(), now=0.0)
     assert (decision.action, decision.cancel_first) == (action, action is A.STOP)
     assert decision.reason
@@ -134,20 +135,34 @@ def test_hang_verdict_in_running_job_cancels_and_restarts() -> None:
 @pytest.mark.parametrize(
     ("error_type", "action", "cancel_first"),
     [
-        ("nccl_timeout", A.RESTART, True),  # in early_cancel_on: act now
-        ("nccl", A.NONE, False),  # not listed: wait for the job to end by itself
-        ("oom", A.NONE, False),  # permanent, but the job is still dying; decide at its end
+        ("nccl_timeout", A.RESTART, True),  # a collective timeout: restart now
+        ("nccl", A.RESTART, True),  # the peers of a lost rank block in NCCL: restart now
+        ("oom", A.STOP, True),  # permanent: stop now, not when the blocked peers die
+        ("numerical_instability", A.NONE, False),  # wait_for_end_on: Megatron saves and exits 16 itself
+        ("time_limit", A.NONE, False),  # the scheduler ends it; its end state decides
+        ("preempted", A.NONE, False),
     ],
 )
-def test_early_cancel_only_for_listed_error_types(
+def test_settled_fatal_line_in_a_running_job(
     error_type: str, action: DecisionAction, cancel_first: bool
 ) -> None:
-    """A fatal signal in a RUNNING job (the NCCL watchdog line comes ~60 s before the process
-    dies) is acted on at once only when its error type is in the rule's early_cancel_on."""
+    """A settled fatal line in a RUNNING job is acted on at once (cancel, then restart or stop), except
+    what the scheduler ends by itself and what the rule waits for (`wait_for_end_on`)."""
     outcome = Outcome(S.RUNNING, error_type, still_running=True)
     decision = decide(shipped("megatron_transient"), outcome, RestartHistory(), now=0.0)
     assert (decision.action, decision.cancel_first) == (action, cancel_first)
     assert decision.reason
+
+
+def test_act_on_fatal_line_can_be_turned_off_per_rule() -> None:
+    """A rule with `act_on_fatal_line: false` waits for the job's end, unless the type is in early_cancel_on."""
+    policy = load_policy(
+        {"rules": [{"name": "r", "act_on_fatal_line": False, "early_cancel_on": ["nccl_timeout"]}]}
+    )
+    waits = decide(policy, Outcome(S.RUNNING, "oom", still_running=True), RestartHistory(), now=0.0)
+    acts = decide(policy, Outcome(S.RUNNING, "nccl_timeout", still_running=True), RestartHistory(), now=0.0)
+    assert (waits.action, acts.action) == (A.NONE, A.RESTART)
+    assert "act_on_fatal_line off" in waits.reason
 
 
 @pytest.mark.parametrize(

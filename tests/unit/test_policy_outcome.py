@@ -71,7 +71,11 @@ def test_requeued_or_preempted_is_terminal_only_once_off_the_queue(
 @pytest.mark.parametrize(
     ("outcome", "kind"),
     [
-        (Outcome(S.RUNNING, "nccl_timeout", still_running=True), K.CRASH),
+        (
+            Outcome(S.RUNNING, "nccl_timeout", still_running=True),
+            K.HANG,
+        ),  # a hang seen from the waiting ranks
+        (Outcome(S.RUNNING, "nccl", still_running=True), K.CRASH),
         (Outcome(S.RUNNING, hang=HangKind.NO_PROGRESS, still_running=True), K.HANG),
         (Outcome(S.RUNNING, "oom", still_running=True), K.OOM),
     ],

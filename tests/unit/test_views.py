@@ -9,6 +9,7 @@ import pytest
 from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo, SignalInfo
 from oellm_autoexp.cli._views import explain_lines, job_row, render_table
 from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.judge import Evidence
 
 T0 = datetime(2025, 3, 1, 12, 0, 5, tzinfo=UTC)
 
@@ -122,4 +123,23 @@ def test_explain_lines_keep_decisions_not_tied_to_a_listed_attempt() -> None:
         "  no attempt:",
         "    2025-03-01 12:00:05 STOP: stopped by hand",
         "    2025-03-01 12:00:05 NOTIFY: someone look",
+    ]
+
+
+def test_explain_shows_the_root_line_as_cause_and_the_hang_as_observed() -> None:
+    """A stop judged on a hang verdict after an OOM names the OOM line as the cause, the hang as what was
+    observed, and how long after the first fatal line it was decided."""
+    evidence = Evidence(
+        rule="transient", kind="oom", state="RUNNING", error_type="oom", signal="cuda_oom",
+        lines=("[rank1]: torch.OutOfMemoryError: CUDA out of memory.",), trigger="hang",
+        observed="hang: no progress past iteration 229 for 31s", root_line_no=57,
+        first_fatal_line_no=57, after_first_fatal_s=31.2,
+    ).to_json()  # fmt: skip
+    stop = decision(1, "stop", "Permanent failure detected (excluded error_type: oom)", evidence=evidence)
+    lines = explain_lines(job("stopped"), [attempt(1, "65", JobState.CANCELLED, None)], [stop])
+    assert lines[3:] == [
+        "      cause: oom (signal cuda_oom line 57, state RUNNING)",
+        "      observed: hang: no progress past iteration 229 for 31s",
+        "      decided 31.2 s after the first fatal line (line 57; judged on: hang)",
+        "      | [rank1]: torch.OutOfMemoryError: CUDA out of memory.",
     ]

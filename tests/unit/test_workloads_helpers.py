@@ -156,3 +156,16 @@ def test_round_robin_and_balance() -> None:
     assert metrics.device_balance({"cuda:0": 0, "cuda:1": 0}) == 0.0
     with pytest.raises(ValueError):
         metrics.round_robin(2, [])
+
+
+def test_slow_steps_and_fault_once_arguments() -> None:
+    """`--slow-steps 100-140:5` reads as a span and a delay; a malformed one is refused by the parser."""
+    from oellm_autoexp.workloads.train import build_parser
+
+    args = build_parser().parse_args(
+        ["--ckpt-dir", "c", "--slow-steps", "100-140:5", "--fault-once-file", "f"]
+    )
+    assert args.slow_steps == (100, 140, 5.0) and str(args.fault_once_file) == "f"
+    assert build_parser().parse_args(["--ckpt-dir", "c", "--slow-steps", "7:0.5"]).slow_steps == (7, 7, 0.5)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--ckpt-dir", "c", "--slow-steps", "soon"])

@@ -1,0 +1,299 @@
+"""Judging one attempt: what was observed + its log's signals + the job's history -> one Judgement. No I/O.
+
+This is the single step between watching and acting. The monitor (and `autoexp
+replay`) hand it a `Verdict` (the job ended; a fatal line settled; the hang
+tracker fired; the job was lost), and it returns everything to record and carry
+out, so that the monitor writes it in ONE store transaction and then acts:
+
+    verdict + cause + history + policy + now
+        -> outcome (core/outcome.py) -> decision (core/policy.py `decide`)
+        -> Judgement(outcome, decision, evidence, effects)
+
+The root cause decides. A hang or a collective timeout observed while the log
+already holds a root signal from any rank (an OOM, a segfault, an exception...)
+is a cascade of that root: the outcome carries the root's error type, and the
+hang is kept as what was observed (`Evidence.observed`).
+
+Evidence is a typed record (`Evidence`), stored as JSON in the decision row; the
+restart history that budgets count is rebuilt from those records alone
+(`history_from`): the decision records are the one source of truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from oellm_autoexp.core.classify import evidence as evidence_lines
+from oellm_autoexp.core.job_record import JobRecord
+from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.job_status import JobStatus
+from oellm_autoexp.core.outcome import Outcome, OutcomeKind
+from oellm_autoexp.core.policy import (
+    Decision,
+    DecisionAction,
+    RestartHistory,
+    RestartPolicy,
+    RestartRecord,
+    decide,
+)
+from oellm_autoexp.core.progress import HangVerdict
+from oellm_autoexp.core.signals import Signal
+
+# Node names come from these named groups of hardware/NCCL patterns.
+_NODE_GROUPS = ("node", "host", "hostname")
+# Causes that blame the node they name (policy `exclude_failing_node`). A cancel, time limit,
+# preemption or a task's exit line also names a node, but says nothing bad about it: excluding
+# it would soon leave no node to run on.
+NODE_FAULT_ERROR_TYPES = frozenset({"gpu_hardware", "node_failure", "nccl", "nccl_timeout"})
+
+
+class Trigger(StrEnum):
+    END = "end"  # Slurm (or the local executor) says the attempt ended
+    FATAL_LINE = "fatal_line"  # a fatal line settled while the job still ran
+    HANG = "hang"  # the progress tracker judged the running job hung
+    LOST = "lost"  # unknown to squeue and sacct past the deadline
+
+
+@dataclass(frozen=True)
+class FatalMark:
+    """The first line that said the attempt is over, and when the monitor read it."""
+
+    signal: Signal  # the line's signal (a root/cascade, or the launcher's teardown line)
+    at_s: float  # when it was read (epoch seconds; a replay's virtual clock)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What was observed about one attempt, ready to be judged."""
+
+    trigger: Trigger
+    now_s: float  # when it was observed
+    cause: Signal | None = None  # the root cause from the log (or a synthetic `killed`), if any
+    record: JobRecord | None = None  # Slurm's end record (trigger END)
+    hang: HangVerdict | None = None  # the tracker's verdict (trigger HANG)
+    first_fatal: FatalMark | None = None  # the first fatal line, when one was read
+    observed: str | None = None  # one line: what was seen besides the cause
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a decision record keeps besides its reason. Stored as JSON (`to_json`)."""
+
+    rule: str | None = None  # the rule that decided; None for fixed answers
+    kind: str = OutcomeKind.CRASH.value  # the outcome's kind
+    state: str = JobState.UNKNOWN.value  # Slurm's state when judged
+    error_type: str | None = None  # the root cause's error type
+    signal: str | None = None  # the pattern that won as root cause
+    node: str | None = None  # the node a hardware/NCCL cause names
+    iteration: int | None = None  # the highest iteration the attempt reached
+    exclude_nodes: tuple[str, ...] = ()  # --exclude for the next attempt
+    delay_s: float = 0.0  # wait before resubmitting
+    lines: tuple[str, ...] = ()  # log lines supporting the cause (the root line first)
+    trigger: str = Trigger.END.value  # what made the monitor judge (see Trigger)
+    observed: str | None = None  # what was observed besides the cause ("hang: no progress ...")
+    root_line_no: int | None = None  # the root cause's line number in the log
+    first_fatal_line_no: int | None = None  # the first fatal line's number
+    first_fatal_line: str | None = None  # the first fatal line itself
+    after_first_fatal_s: float | None = None  # decision time minus the first fatal line's read time
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["exclude_nodes"] = list(self.exclude_nodes)
+        data["lines"] = list(self.lines)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any) -> Evidence:
+        """Read a stored record; keys this version does not know are ignored, missing ones default."""
+        if not isinstance(data, Mapping):
+            return cls()
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        for key in ("exclude_nodes", "lines"):
+            if key in known:
+                known[key] = tuple(known[key] or ())
+        return cls(**known)
+
+
+@dataclass(frozen=True)
+class Effects:
+    """What the monitor carries out once the judgement is recorded."""
+
+    cancel: bool = False  # the job still runs: scancel it first
+    resubmit_after_s: float | None = None  # schedule a new attempt this long from now
+    exclude_nodes: tuple[str, ...] = ()  # pass as --exclude on resubmit
+    job_status: JobStatus | None = None  # the job's new status (None: stays active)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The one result of judging an attempt: record `decision` + `evidence`, then apply `effects`."""
+
+    outcome: Outcome
+    decision: Decision
+    evidence: Evidence
+    effects: Effects
+    record: bool  # False for "still running, nothing to do": nothing is written
+
+    @property
+    def ends_attempt(self) -> bool:
+        """True when no later verdict about this attempt may be acted on."""
+        return self.record and self.decision.action is not DecisionAction.NONE
+
+
+@dataclass(frozen=True)
+class PastDecision:
+    """One stored decision, as history_from reads it."""
+
+    action: str  # DecisionAction value
+    time_s: float  # when it was decided (epoch seconds)
+    evidence: Evidence
+
+
+# -- building the outcome ---------------------------------------------------------------------
+
+
+def node_of(signal: Signal | None) -> str | None:
+    """The node a hardware/NCCL cause blames; None for other causes (see NODE_FAULT_ERROR_TYPES)."""
+    if signal is None or signal.error_type not in NODE_FAULT_ERROR_TYPES:
+        return None
+    for key in _NODE_GROUPS:
+        if signal.groups.get(key):
+            return signal.groups[key]
+    return None
+
+
+def outcome_of(verdict: Verdict, *, user_cancelled: bool = False) -> Outcome:
+    """The policy's view of a verdict (see the module docstring: the root cause decides)."""
+    cause = verdict.cause
+    if verdict.trigger is Trigger.LOST:
+        return Outcome(JobState.FAILED, "lost", subsystem="slurm", signal="unknown_deadline")
+    if verdict.trigger is Trigger.END and verdict.record is not None:
+        return Outcome(
+            state=verdict.record.state,
+            error_type=cause.error_type if cause else None,
+            exit_code=verdict.record.exit_code,
+            subsystem=cause.subsystem if cause else None,
+            signal=cause.pattern if cause else None,
+            node=node_of(cause),
+            user_cancelled=user_cancelled,
+        )
+    if cause is not None:
+        # A fatal line, or a hang observed after a root: the root's error type decides.
+        return Outcome(
+            JobState.RUNNING, cause.error_type, subsystem=cause.subsystem, signal=cause.pattern,
+            node=node_of(cause), user_cancelled=user_cancelled, still_running=True,
+        )  # fmt: skip
+    hang = verdict.hang
+    return Outcome(
+        JobState.RUNNING, "hang", subsystem="progress", signal=hang.kind.value if hang else None,
+        user_cancelled=user_cancelled, still_running=True, hang=hang.kind if hang else None,
+    )  # fmt: skip
+
+
+# -- judging ----------------------------------------------------------------------------------
+
+
+def judge(
+    policy: RestartPolicy,
+    verdict: Verdict,
+    history: RestartHistory,
+    signals: Sequence[Signal] = (),
+    *,
+    user_cancelled: bool = False,
+) -> Judgement:
+    """Judge one verdict: the outcome, the decision, its evidence and the effects to carry out."""
+    outcome = outcome_of(verdict, user_cancelled=user_cancelled)
+    decision = decide(policy, outcome, history, verdict.now_s)
+    record = not (decision.action is DecisionAction.NONE and outcome.still_running)
+    return Judgement(
+        outcome=outcome,
+        decision=decision,
+        evidence=_evidence(verdict, outcome, decision, history.iteration, signals),
+        effects=_effects(outcome, decision, verdict.now_s),
+        record=record,
+    )
+
+
+def _evidence(
+    verdict: Verdict, outcome: Outcome, decision: Decision, iteration: int | None, signals: Sequence[Signal]
+) -> Evidence:
+    cause, first = verdict.cause, verdict.first_fatal
+    lines = evidence_lines(signals, cause)
+    if cause is not None and cause.line not in lines:
+        lines.insert(0, cause.line)  # a synthetic cause (`killed`) is not among the signals
+    return Evidence(
+        rule=decision.rule,
+        kind=outcome.kind.value,
+        state=outcome.state.value,
+        error_type=outcome.error_type,
+        signal=outcome.signal,
+        node=outcome.node,
+        iteration=iteration,
+        exclude_nodes=decision.exclude_nodes,
+        delay_s=decision.delay_s,
+        lines=tuple(lines),
+        trigger=verdict.trigger.value,
+        observed=verdict.observed,
+        root_line_no=cause.line_no if cause else None,
+        first_fatal_line_no=first.signal.line_no if first else None,
+        first_fatal_line=first.signal.line if first else None,
+        after_first_fatal_s=round(verdict.now_s - first.at_s, 3) if first else None,
+    )
+
+
+def _effects(outcome: Outcome, decision: Decision, now_s: float) -> Effects:
+    action = decision.action
+    if action is DecisionAction.RESTART:
+        return Effects(decision.cancel_first, now_s + decision.delay_s, decision.exclude_nodes)
+    if action is DecisionAction.STOP:
+        return Effects(decision.cancel_first, job_status=stopped_status(outcome.kind))
+    if action is DecisionAction.NOTIFY and not outcome.still_running:
+        return Effects(decision.cancel_first, job_status=JobStatus.STOPPED)
+    return Effects(decision.cancel_first)
+
+
+def stopped_status(kind: OutcomeKind | str | None) -> JobStatus:
+    """A job's status once a stop decision about an outcome of this kind is carried out."""
+    if kind == OutcomeKind.SUCCESS.value:
+        return JobStatus.COMPLETED
+    if kind == OutcomeKind.USER_CANCELLED.value:
+        return JobStatus.CANCELLED_BY_USER
+    return JobStatus.STOPPED
+
+
+# -- history ----------------------------------------------------------------------------------
+
+
+def history_from(decisions: Sequence[PastDecision], attempt_no: int, iteration: int | None) -> RestartHistory:
+    """The restart history of a job, rebuilt from its recorded restart decisions alone."""
+    restarts = []
+    excluded: list[str] = []
+    for d in decisions:
+        if d.action != DecisionAction.RESTART.value:
+            continue
+        ev = d.evidence
+        restarts.append(
+            RestartRecord(
+                time_s=d.time_s,
+                rule=ev.rule or "",
+                kind=OutcomeKind(ev.kind),
+                error_type=ev.error_type,
+                iteration=ev.iteration,
+            )
+        )
+        excluded.extend(n for n in ev.exclude_nodes if n not in excluded)
+    return RestartHistory(attempt=attempt_no, restarts=tuple(restarts), iteration=iteration,
+                          excluded_nodes=tuple(excluded))  # fmt: skip
+
+
+def restart_counts(decisions: Sequence[PastDecision]) -> dict[str, int]:
+    """Restarts granted so far, by cause (error type, else kind): what `status` shows."""
+    counts: dict[str, int] = {}
+    for d in decisions:
+        if d.action == DecisionAction.RESTART.value:
+            cause = d.evidence.error_type or d.evidence.kind
+            counts[cause] = counts.get(cause, 0) + 1
+    return counts

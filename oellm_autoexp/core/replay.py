@@ -1,0 +1,264 @@
+"""Replay one recorded attempt on a virtual clock through the monitor's own steps. No I/O.
+
+`replay()` drives an `AttemptView` (core/attempt_view.py) and `judge()`
+(core/judge.py) exactly as daemon/monitor.py does, on a virtual clock: no
+sleeping, so a 10-minute NCCL timeout replays in microseconds.
+
+- Lines are read in `Batch`es at their times (`AttemptView.read(lines, at)`).
+- Ticks, as the monitor's polls: every `poll_s` from the first line, and at
+  `AttemptView.fatal_due_s()` (the monitor asks Slurm again right after a fatal
+  line's settle window). A tick does what `Monitor._poll` does, in its order:
+  Slurm's view (RUNNING until the log's last line, then `SlurmView.end`, seen
+  at the last line's time: after a fatal line the monitor polls again within
+  seconds, so a quick exit is seen at once), then `fatal_verdict`, then
+  `hang_verdict`. A tick at the same time as a batch runs after it.
+- Every verdict is judged with the job's history (`history_from`); a judgement
+  that records nothing ("still running, wait for the end") is kept as a `wait`
+  event, and, as in the monitor, a settled fatal line judged that way is not
+  asked again until a new cause line is read. A judgement that restarts or
+  stops ends the attempt: the replay stops reading there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from oellm_autoexp.core.attempt_view import AttemptView, EarlySettings
+from oellm_autoexp.core.job_record import JobRecord
+from oellm_autoexp.core.judge import FatalMark, Judgement, PastDecision, Trigger, Verdict, history_from, judge
+from oellm_autoexp.core.log_end import LogEnd, assumed_end
+from oellm_autoexp.core.policy import RestartPolicy
+from oellm_autoexp.core.progress import HangConfig
+from oellm_autoexp.core.signals import PatternSet, Signal
+
+MATTERING_KEPT = 50  # signals kept for the timeline; the rest are counted
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Lines read together at one time."""
+
+    at_s: float  # when they were read (epoch seconds of the log's clock)
+    lines: tuple[str, ...]  # complete lines, without newlines
+    end_offset: int | None = None  # bytes of the log consumed after this batch, when known
+
+
+@dataclass(frozen=True)
+class SlurmView:
+    """What the simulated Slurm says: RUNNING from `running_at_s`, then `end`, from `end_at_s`."""
+
+    running_at_s: float
+    end_at_s: float
+    end: LogEnd | None  # None: the log shows no end; assumed from its root cause (log_end.assumed_end)
+
+
+@dataclass(frozen=True)
+class ReplaySetup:
+    """Everything fixed about one replay: the job's policy, patterns and monitor settings."""
+
+    policy: RestartPolicy
+    patterns: PatternSet
+    early: EarlySettings = field(default_factory=EarlySettings)
+    hang: HangConfig | None = field(default_factory=HangConfig)
+    poll_s: float = 10.0  # the monitor's Slurm poll interval
+    past: tuple[PastDecision, ...] = ()  # the job's decisions before this attempt
+    attempt_no: int = 1
+
+
+@dataclass(frozen=True)
+class Event:
+    """One line of the timeline."""
+
+    at_s: float
+    kind: str  # signal | hang | wait | recovery | decision | end
+    text: str
+    signal: Signal | None = None
+
+
+@dataclass(frozen=True)
+class ReplayDecision:
+    """A judgement that was recorded (the monitor would have written it)."""
+
+    at_s: float
+    judgement: Judgement
+    lines_read: int  # lines read when it was taken
+    offset: int | None  # bytes consumed when it was taken, when the batches know it
+
+
+@dataclass
+class ReplayResult:
+    """What happened in one replayed attempt."""
+
+    origin_s: float  # the first line's time: `at_s` values in reports count from here
+    slurm: SlurmView
+    first_fatal: FatalMark | None = None
+    root_cause: Signal | None = None  # the cause judged on (or the log's, with no decision)
+    decisions: list[ReplayDecision] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    dropped_signals: int = 0  # mattering signals past MATTERING_KEPT
+    lines_read: int = 0
+    end: LogEnd | None = None  # the end state Slurm showed (None: the replay stopped at a decision first)
+    ended_by: str = "end"  # what ended the replay: end | decision
+
+
+class _Replay:
+    """The monitor's loop for one attempt, on a virtual clock."""
+
+    def __init__(self, setup: ReplaySetup, slurm: SlurmView, source: str | None) -> None:
+        self.setup, self.slurm = setup, slurm
+        self.view = AttemptView(setup.patterns, source=source, early=setup.early)
+        self.result = ReplayResult(slurm.running_at_s, slurm)
+        self.next_poll = slurm.running_at_s
+        self.last_tick = -math.inf
+        self.offset: int | None = None
+        self.done = False
+        self.decided_early = False  # a decision was taken while the job ran
+        self.waiting_on_fatal = False  # a settled fatal line was judged "wait for the end"
+        self._waits: set[str] = set()  # "wait" reasons already in the timeline
+        self._kept_signals = 0
+
+    # -- the clock --------------------------------------------------------------------------------
+
+    def run_ticks(self, until_s: float) -> None:
+        """Every tick before `until_s` (one at `until_s` comes after what is read then)."""
+        while not self.done:
+            t = self._next_tick()
+            if t >= until_s:
+                return
+            self._tick(t)
+
+    def _next_tick(self) -> float:
+        due = self.view.fatal_due_s()
+        if due is not None and due > self.last_tick and not self.decided_early:
+            return min(self.next_poll, due)
+        return self.next_poll
+
+    def _tick(self, t: float) -> None:
+        """One poll while Slurm says RUNNING: `Monitor._poll`'s order (observe, fatal lines, hangs)."""
+        self.last_tick = t
+        if t >= self.next_poll:
+            self.next_poll += self.setup.poll_s * (1 + math.floor((t - self.next_poll) / self.setup.poll_s))
+        self.view.mark_running(t)
+        self._check_fatal(t)
+        self._check_hang(t)
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def read(self, batch: Batch) -> None:
+        self.run_ticks(batch.at_s)
+        if self.done:
+            return
+        signals = self.view.read(batch.lines, batch.at_s)
+        self.result.lines_read += len(batch.lines)
+        self.offset = batch.end_offset
+        for signal in signals:
+            self._note_signal(signal, batch.at_s)
+        if any(s.is_cause_candidate for s in signals):
+            self.waiting_on_fatal = False  # a new cause may change a "wait for the end"
+        for recovery in self.view.take_recoveries():
+            self._event(recovery.healed_at_s, "recovery",
+                        f"in-job restart healed: iteration {recovery.iteration} after "
+                        f"{recovery.fatal.signal.line}")  # fmt: skip
+
+    def _note_signal(self, signal: Signal, at_s: float) -> None:
+        if not (signal.is_fatal or signal.is_cause_candidate or signal.teardown_start):
+            return
+        if self._kept_signals >= MATTERING_KEPT:
+            self.result.dropped_signals += 1
+            return
+        self._kept_signals += 1
+        what = "teardown" if signal.teardown else signal.role
+        rank = "" if signal.rank is None else f" rank {signal.rank}"
+        self._event(at_s, "signal", f"{what} {signal.error_type or '-'} ({signal.pattern}{rank}, "
+                                    f"line {signal.line_no}): {signal.line}", signal)  # fmt: skip
+
+    # -- verdicts ---------------------------------------------------------------------------------
+
+    def _check_fatal(self, t: float) -> None:
+        if self.decided_early or self.waiting_on_fatal:
+            return
+        verdict = self.view.fatal_verdict(t)
+        if verdict is not None:
+            self._judge(verdict)
+
+    def _check_hang(self, t: float) -> None:
+        if self.setup.hang is None or self.decided_early or self.done:
+            return
+        verdict = self.view.hang_verdict(t, self.setup.hang)
+        if verdict is not None:
+            detail = verdict.hang.detail if verdict.hang else ""
+            self._event(t, "hang", f"hang detected: {detail}")
+            self._judge(verdict)
+
+    def _end(self, t: float) -> None:
+        end = self.slurm.end or assumed_end(has_cause=self.view.classifier.root_cause() is not None)
+        self.result.end = end
+        self._event(t, "end", f"Slurm: {end.label()} ({end.evidence})")
+        if not self.decided_early:
+            record = JobRecord("replay", end.state, "replay", exit_code=end.exit_code)
+            self._judge(self.view.end_verdict(record, t))
+        self.done = True
+
+    def _judge(self, verdict: Verdict) -> None:
+        history = history_from(self.setup.past, self.setup.attempt_no, self.view.last_iteration)
+        judgement = judge(self.setup.policy, verdict, history, self.view.classifier.signals)
+        if not judgement.record:
+            self.waiting_on_fatal = verdict.trigger is Trigger.FATAL_LINE
+            reason = judgement.decision.reason
+            if reason not in self._waits:
+                self._waits.add(reason)
+                self._event(verdict.now_s, "wait", reason)
+            return
+        self.result.root_cause = verdict.cause
+        self.result.decisions.append(
+            ReplayDecision(verdict.now_s, judgement, self.result.lines_read, self.offset)
+        )
+        decision = judgement.decision
+        self._event(verdict.now_s, "decision", f"{decision.action.value}: {decision.reason}")
+        if judgement.outcome.still_running:
+            self.decided_early = True
+        if judgement.ends_attempt:
+            self.done = True
+            self.result.ended_by = "decision"
+
+    def _event(self, at_s: float, kind: str, text: str, signal: Signal | None = None) -> None:
+        self.result.events.append(Event(at_s, kind, text, signal))
+
+    def finish(self, last_read_s: float) -> ReplayResult:
+        """The log is read: the ticks before its end, then Slurm's end at the end (or the last read)."""
+        end_s = max(self.slurm.end_at_s, last_read_s)
+        self.run_ticks(end_s)
+        if not self.done:
+            self._end(end_s)  # the poll that sees the end judges it, and nothing else about the attempt
+        result = self.result
+        result.first_fatal = self.view.first_fatal  # a healed one is reported as a recovery event
+        if result.root_cause is None and not result.decisions:
+            result.root_cause = self.view.classifier.root_cause()
+        return result
+
+
+def replay(
+    batches: Iterable[Batch], slurm: SlurmView, setup: ReplaySetup, *, source: str | None = None
+) -> ReplayResult:
+    """Replay one attempt: batches at their times, ticks, verdicts, judgements (see the module doc)."""
+    run = _Replay(setup, slurm, source)
+    last_read_s = slurm.running_at_s
+    for batch in batches:
+        if run.done:
+            break
+        run.read(batch)
+        last_read_s = batch.at_s
+    return run.finish(last_read_s)
+
+
+def batches_of(lines: Sequence[str], times_s: Sequence[float]) -> list[Batch]:
+    """Consecutive lines with the same time read as one batch (as a tailer would hand them over)."""
+    out: list[Batch] = []
+    start = 0
+    for i in range(1, len(lines) + 1):
+        if i == len(lines) or times_s[i] != times_s[start]:
+            out.append(Batch(times_s[start], tuple(lines[start:i])))
+            start = i
+    return out

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The multi-GPU fault scenarios under `autoexp run`, on the 2-GPU machine, in two device calls:
+#
+#   scripts/device/gpu_autoexp.sh start    # call 1: the >= 10 min healthy run (detached), then
+#                                          #   every fault x {600 s, 30 s} collective timeout
+#                                          #   side by side (~5 min); its table and logs to $OUT
+#   scripts/device/gpu_autoexp.sh finish   # call 2 (within the machine's warm window): wait for
+#                                          #   the healthy run, then the whole table and logs
+#
+# Needs the monitor's own dependencies as wheels in .whl (the machine has torch, not pydantic &c.).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+OUT=${OUT:?set OUT}
+W=${W:-/tmp/gpu_autoexp}
+if [ -d .whl ] && ! python3 -c 'import pydantic, sqlalchemy, apscheduler, watchdog' 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+fi
+export PYTHONPATH=/tmp/site:$ROOT PYTHONUNBUFFERED=1
+# NVLink multicast stays off on the lent machines (KINDS.md).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+S=scripts/device/gpu_scenarios.py
+
+pack() {  # logs with the work dir's paths made relative
+  python3 $S table "$W" "$OUT/outcomes.json" | tee "$OUT/summary.txt"
+  tar -czf "$OUT/logs.tar.gz" -C "$W" --exclude='checkpoints' --exclude='*.db-*' . 2>/dev/null
+}
+
+case "${1:-}" in
+  start)
+    rm -rf "$W" && mkdir -p "$W"
+    { date -u; nvidia-smi -L; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())'; } > "$OUT/env.txt" 2>&1
+    python3 $S start-healthy "$W"
+    python3 $S faults "$W" --timeouts 600,30 --limit-s "${LIMIT_S:-330}"
+    pack ;;
+  finish)
+    for _ in $(seq 1 100); do  # the healthy run's monitor writes its exit code when done
+      [ -s "$W/healthy/monitor.log" ] && grep -q "stop: Job completed\|stop: " "$W/healthy/monitor.log" && break
+      sleep 5
+    done
+    sleep 3
+    pack ;;
+  *) echo "usage: $0 start|finish" >&2; exit 2 ;;
+esac

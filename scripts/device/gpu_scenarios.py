@@ -1,0 +1,222 @@
+"""Fault scenarios under `autoexp run` on a multi-GPU machine, side by side, and their outcome table.
+
+Each scenario is one experiment (local executor, torchrun over all GPUs, the project's
+training workload, `restart: megatron_transient`) with one fault on rank 1 at iteration 230,
+run to its end by `autoexp run` with its own state dir. The fault fires once
+(`--fault-once-file`), so a restarted run resumes from its checkpoint and completes.
+
+    python scripts/device/gpu_scenarios.py start-healthy WORK      # detached, >= 10 min
+    python scripts/device/gpu_scenarios.py faults WORK [--timeouts 600,30] [--faults oom,crash]
+    python scripts/device/gpu_scenarios.py table WORK OUT.json     # results from the session DBs
+
+`--device cpu` (gloo) makes a quick dry run of the plumbing on a machine without GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+FAULT_AT = 230  # iteration at whose start rank 1 fails (checkpoints every 50: resume from 200)
+SETTINGS = {
+    "poll_interval_s": 1,
+    "log_poll_interval_s": 1,
+    "heartbeat_interval_s": 5,
+    "hang": {"progress_floor_s": 30},
+}
+HEALTHY_ARGS = [
+    "--steps",
+    "1800",
+    "--step-time-s",
+    "0.3",
+    "--log-interval",
+    "10",
+    "--slow-steps",
+    "400-460:2",
+]
+
+
+def experiment(name: str, work: Path, args: list[str], device: str, nproc: int) -> Path:
+    """One scenario's experiment file. Each gets its own rendezvous port: the local executor numbers
+    jobs per state dir, so the port derived from the job number would be the same for all."""
+    out = work / name
+    port = 21000 + 50 * len(list(work.glob("*/experiment.yaml")))
+    out.mkdir(parents=True, exist_ok=True)
+    data: dict[str, Any] = {
+        "defaults": [
+            {"slurm": "local"},
+            {"backend": "torchrun"},
+            {"monitoring": "autoexp_workloads"},
+            {"restart": "megatron_transient"},
+        ],
+        "experiment": {"name": name, "output_dir": str(out)},
+        "executor": "local",
+        "slurm": {"master_port": port},
+        "backend": {
+            "torchrun_args": ["-m"],
+            "script": "oellm_autoexp.workloads.train",
+            "nproc_per_node": nproc,
+            "args": [
+                "--save-interval",
+                "50",
+                "--device",
+                device,
+                "--ckpt-dir",
+                str(out / "checkpoints"),
+                "--fault-once-file",
+                str(out / "fault_fired"),
+                *args,
+            ],
+        },
+        "monitoring": SETTINGS,
+    }
+    path = out / "experiment.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def launch(
+    name: str, work: Path, args: list[str], device: str, nproc: int, detach: bool = False
+) -> subprocess.Popen[bytes]:
+    path = experiment(name, work, args, device, nproc)
+    argv = [
+        sys.executable,
+        "-m",
+        "oellm_autoexp",
+        "--state-dir",
+        str(work / name / "state"),
+        "run",
+        str(path),
+    ]
+    log = (work / name / "monitor.log").open("wb")
+    started = time.time()
+    (work / name / "started").write_text(str(started))
+    return subprocess.Popen(
+        argv,
+        cwd=work / name,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=detach,
+    )
+
+
+def run_faults(
+    work: Path, faults: list[str], timeouts: list[int], device: str, nproc: int, limit_s: float
+) -> None:
+    procs = {}
+    for timeout in timeouts:
+        for fault in faults:
+            name = f"{fault}_pg{timeout}"
+            args = [
+                "--steps",
+                "600",
+                "--step-time-s",
+                "0.02",
+                "--pg-timeout-s",
+                str(timeout),
+                "--fault",
+                fault,
+                "--fault-rank",
+                "1",
+                "--fault-at-step",
+                str(FAULT_AT),
+            ]
+            procs[name] = launch(name, work, args, device, nproc)
+    deadline = time.monotonic() + limit_s
+    for name, proc in procs.items():
+        try:
+            rc = proc.wait(timeout=max(deadline - time.monotonic(), 1))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = -9
+        (work / name / "monitor.rc").write_text(str(rc))
+        print(f"{name}: autoexp run exited {rc}", flush=True)
+
+
+def scenario_row(scenario: Path) -> dict[str, Any]:
+    from oellm_autoexp.adapters.store import SQLiteStore  # the package under test, from the repo
+
+    with SQLiteStore(scenario / "state") as store:
+        (job,) = store.jobs_for_session(1)
+        attempts = store.attempts_for_job(job.id)
+        decisions = store.decisions_for_job(job.id)
+    rc = scenario / "monitor.rc"
+    started = float((scenario / "started").read_text())
+    return {
+        "scenario": scenario.name,
+        "status": job.status,
+        "attempts": [
+            {
+                "no": a.attempt_no,
+                "state": a.state.value,
+                "exit_code": a.exit_code,
+                "last_iteration": a.last_iteration,
+            }
+            for a in attempts
+        ],
+        "decisions": [
+            {
+                "action": d.action,
+                "reason": d.reason,
+                "at_s": round(d.decided_at.timestamp() - started, 1),
+                "trigger": (d.evidence or {}).get("trigger"),
+                "error_type": (d.evidence or {}).get("error_type"),
+                "kind": (d.evidence or {}).get("kind"),
+                "after_first_fatal_s": (d.evidence or {}).get("after_first_fatal_s"),
+                "first_fatal_line": (d.evidence or {}).get("first_fatal_line"),
+                "observed": (d.evidence or {}).get("observed"),
+            }
+            for d in decisions
+        ],
+        "completed": job.status == "completed",
+        "monitor_rc": int(rc.read_text()) if rc.exists() else None,
+    }
+
+
+def table(work: Path, out: Path) -> None:
+    rows = [scenario_row(p) for p in sorted(work.iterdir()) if (p / "state" / "autoexp.db").exists()]
+    out.write_text(json.dumps({"machine": os.uname().nodename, "rows": rows}, indent=2))
+    for row in rows:
+        first = row["decisions"][0] if row["decisions"] else {}
+        print(
+            f"{row['scenario']:<16} attempts={len(row['attempts'])} completed={row['completed']} "
+            f"first: {first.get('action')} {first.get('reason')} "
+            f"after_fatal={first.get('after_first_fatal_s')} trigger={first.get('trigger')}"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("what", choices=["start-healthy", "faults", "table"])
+    parser.add_argument("work", type=Path)
+    parser.add_argument("out", type=Path, nargs="?")
+    parser.add_argument("--faults", default="oom,crash,segv,kill,hang,nan")
+    parser.add_argument("--timeouts", default="600,30")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--limit-s", type=float, default=420.0)
+    parser.add_argument("--healthy-args", default=" ".join(HEALTHY_ARGS))
+    a = parser.parse_args()
+    a.work.mkdir(parents=True, exist_ok=True)
+    if a.what == "start-healthy":
+        launch("healthy", a.work, a.healthy_args.split(), a.device, a.nproc, detach=True)
+    elif a.what == "faults":
+        timeouts = [int(t) for t in a.timeouts.split(",")]
+        run_faults(a.work, a.faults.split(","), timeouts, a.device, a.nproc, a.limit_s)
+    else:
+        table(a.work, a.out or a.work / "outcomes.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""Node blame on evidence that singles a node out, the share guard, exclusions, and the Slurm text they read."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from oellm_autoexp.core.exclusions import (
+    Exclusion,
+    active_nodes,
+    describe,
+    exclude_list,
+    exclusions_from_blame,
+    merge_exclusions,
+    scontrol_exclude_command,
+)
+from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.node_blame import Blame, blame_limit, blame_nodes
+from oellm_autoexp.core.signals import Signal
+from oellm_autoexp.core.slurm_nodes import (
+    NodeHealth,
+    RunNodes,
+    parse_requeue_runs,
+    parse_scontrol_nodes,
+    parse_sinfo_nodes,
+    state_words,
+)
+
+# Localhost Slurm 22.05, node2 drained by hand while a job ran on it, then resumed:
+# sinfo -N --noheader -o '%N|%T|%E'
+SINFO_DRAINING = """\
+node1|idle|none
+node2|draining|Xid 79 GPU fallen off the bus
+"""
+# the same, a moment after `scontrol update NodeName=node2 State=RESUME` (slurmd not yet pinged)
+SINFO_NOT_RESPONDING = """\
+node1|idle|none
+node2|mixed*|none
+"""
+# scontrol show node -o node2 (same moment as SINFO_DRAINING)
+SCONTROL_ONELINE = (
+    "NodeName=node2 Arch=x86_64 CoresPerSocket=1  CPUAlloc=1 CPUEfctv=8 CPUTot=8 CPULoad=0.37 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:4 NodeAddr=127.0.0.1 NodeHostName=vm Port=6829 "
+    "Version=22.05.8 OS=Linux 6.18.44-fc-v782 #1 SMP PREEMPT_DYNAMIC @0  RealMemory=64000 AllocMem=1024 "
+    "FreeMem=22733 Sockets=8 Boards=1 State=MIXED+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A "
+    "MCS_label=N/A Partitions=debug  BootTime=2026-11-23T08:14:16 SlurmdStartTime=2026-11-23T08:16:16 "
+    "LastBusyTime=2026-11-23T08:22:58 CfgTRES=cpu=8,mem=62.50G,billing=8 AllocTRES=cpu=1,mem=1G CapWatts=n/a "
+    "CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s "
+    "Reason=Xid 79 GPU fallen off the bus [root@2026-11-23T08:23:59]\n"
+)
+# scontrol show node, multi-line: node1 from the localhost cluster, gpu02 as quoted in
+# SckyzO/slurm_exporter#198 (Slurm 23.11, a node slurmctld downed for not responding).
+SCONTROL_MULTILINE = """\
+NodeName=node1 Arch=x86_64 CoresPerSocket=1
+   CPUAlloc=2 CPUEfctv=8 CPUTot=8 CPULoad=0.16
+   Gres=gpu:4
+   NodeAddr=127.0.0.1 NodeHostName=vm Version=22.05.8
+   State=MIXED ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Partitions=debug
+
+NodeName=gpu02 Arch=x86_64 CoresPerSocket=4
+   CPUAlloc=0 CPUEfctv=16 CPUTot=16 CPULoad=0.00
+   Gres=gpu:1080:7,gpu:block:1
+   NodeAddr=gpu02 NodeHostName=gpu02 Version=23.11.4
+   RealMemory=250000 AllocMem=0 FreeMem=38206 Sockets=2 Boards=1
+   State=DOWN+NOT_RESPONDING ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Partitions=ifn,dll
+"""
+# Localhost: job 11 requeued three times by hand (the 3rd time with ExcNodeList=node1 while
+# PENDING, so its last run landed on node2), then cancelled:
+# sacct --duplicates --noheader --parsable2 --format JobID,State,NodeList,Start,End -j 11
+SACCT_DUPLICATES = """\
+11|REQUEUED|node1|2026-11-23T08:22:54|2026-11-23T08:23:00
+11.batch|CANCELLED|node1|2026-11-23T08:22:54|2026-11-23T08:23:00
+11|REQUEUED|node1|2026-11-23T08:23:11|2026-11-23T08:23:14
+11.batch|CANCELLED|node1|2026-11-23T08:23:11|2026-11-23T08:23:14
+11|REQUEUED|node1|2026-11-23T08:23:25|2026-11-23T08:23:32
+11.batch|CANCELLED|node1|2026-11-23T08:23:25|2026-11-23T08:23:32
+11|CANCELLED by 0|node2|2026-11-23T08:23:43|2026-11-23T08:23:49
+11.batch|CANCELLED|node2|2026-11-23T08:23:43|2026-11-23T08:23:49
+"""
+
+NOW = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
+ALLOC4 = ("gpu01", "gpu02", "gpu03", "gpu04")
+
+
+def sig(pattern: str, line: str, line_no: int = 7, **groups: str) -> Signal:
+    return Signal(pattern, "gpu_hardware", "gpu", "root", line, line_no, groups, source="job.log")
+
+
+@pytest.mark.parametrize(
+    ("signals", "allocation", "blamed"),
+    [
+        (
+            [sig("xid", "gpu03 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1", node="gpu03")],
+            ALLOC4,
+            ["gpu03"],
+        ),
+        ([sig("srun_node_failure", "srun: error: Node failure on gpu02", node="gpu02")], ALLOC4, ["gpu02"]),
+        # a host-less hardware line singles out the node only when there is one
+        ([sig("gpu_fallen_off_bus", "GPU has fallen off the bus")], ("gpu07",), ["gpu07"]),
+        ([sig("gpu_fallen_off_bus", "GPU has fallen off the bus")], ALLOC4, []),
+        # every rank's exit line, and the batch host named by slurmstepd, are never evidence
+        (
+            [
+                sig("srun_task_exit", f"srun: error: {n}: task 0: Exited with exit code 1", node=n)
+                for n in ALLOC4
+            ],
+            ALLOC4,
+            [],
+        ),
+        (
+            [
+                sig(
+                    "slurm_node_failure",
+                    "*** JOB 5 ON gpu01 CANCELLED AT 2026 DUE TO NODE FAILURE ***",
+                    node="gpu01",
+                )
+            ],
+            ALLOC4,
+            [],
+        ),
+        # a fully qualified host name in a kernel line maps onto the allocation's short name
+        (
+            [sig("xid", "gpu04.cluster kernel: NVRM: Xid (PCI:0000:3b:00): 48", node="gpu04.cluster")],
+            ALLOC4,
+            ["gpu04"],
+        ),
+        # a node outside the allocation (another job's kernel log) is not ours to blame
+        ([sig("xid", "gpu99 kernel: NVRM: Xid (PCI:0000:3b:00): 79", node="gpu99")], ALLOC4, []),
+    ],
+)
+def test_blame_from_log_signals(
+    signals: list[Signal], allocation: tuple[str, ...], blamed: list[str]
+) -> None:
+    """Only lines that name one node for a fault of its own blame it."""
+    assert list(blame_nodes(signals, allocation).nodes) == blamed
+
+
+def test_blame_carries_the_evidence_line() -> None:
+    """The blame says which file and line singled the node out."""
+    result = blame_nodes(
+        [sig("xid", "gpu03 kernel: NVRM: Xid (PCI:0000:3b:00): 79", 12, node="gpu03")], ALLOC4
+    )
+    assert result.blamed == (
+        Blame("gpu03", "job.log line 12: gpu03 kernel: NVRM: Xid (PCI:0000:3b:00): 79", "log"),
+    )
+
+
+def test_guard_blames_no_one_when_evidence_is_job_wide() -> None:
+    """Hardware lines naming 300 of 1,024 nodes are a job-wide event: nobody is blamed, and it says why."""
+    nodes = tuple(f"n{i:04d}" for i in range(1024))
+    signals = [sig("xid", f"{n} kernel: NVRM: Xid (PCI:0000:3b:00): 79", node=n) for n in nodes[:300]]
+    result = blame_nodes(signals, nodes)
+    assert result.blamed == ()
+    assert (
+        result.withheld
+        == "evidence names 300 of 1024 nodes (29 % > 25 %): a job-wide failure, no node blamed"
+    )
+    assert len(blame_nodes(signals[:256], nodes).blamed) == 256
+
+
+@pytest.mark.parametrize(("size", "limit"), [(1, 1), (2, 1), (4, 1), (8, 2), (1024, 256)])
+def test_blame_limit_allows_at_least_one_node(size: int, limit: int) -> None:
+    """The share guard never stops a single node from being blamed, even on small allocations."""
+    assert blame_limit(size) == limit
+
+
+def test_blame_from_slurm_state_only_within_the_allocation() -> None:
+    """A DRAIN/DOWN node of this allocation is blamed with Slurm's reason; other drained nodes are not ours."""
+    health = [*parse_sinfo_nodes(SINFO_DRAINING), NodeHealth("gpu77", "down", "")]
+    result = blame_nodes([], ("node1", "node2"), unhealthy=health)
+    assert result.blamed == (
+        Blame("node2", "Slurm reports node2 draining: Xid 79 GPU fallen off the bus", "slurm_state"),
+    )
+
+
+def test_blame_from_requeued_runs() -> None:
+    """The node common to every NODE_FAIL run of a requeued job is blamed; a manual requeue is no evidence."""
+    runs = [
+        RunNodes("9", JobState.NODE_FAIL, ("a1", "a2"), "t1"),
+        RunNodes("9", JobState.NODE_FAIL, ("a2", "a3"), "t2"),
+        RunNodes("9", JobState.RUNNING, ("a4", "a5"), "t3"),
+    ]
+    assert blame_nodes([], ("a4", "a5"), requeue_runs=runs).nodes == ("a2",)
+    manual = parse_requeue_runs(SACCT_DUPLICATES)
+    assert blame_nodes([], ("node2",), requeue_runs=manual).nodes == ()
+    forced = frozenset({JobState.REQUEUED})
+    assert blame_nodes([], ("node2",), requeue_runs=manual, failed_run_states=forced).nodes == ("node1",)
+
+
+def test_parse_requeue_runs_on_real_sacct_duplicates() -> None:
+    """sacct --duplicates gives one line per run; steps are skipped, node lists expanded."""
+    runs = parse_requeue_runs(SACCT_DUPLICATES)
+    assert [(r.state, r.nodes) for r in runs] == [
+        (JobState.REQUEUED, ("node1",)),
+        (JobState.REQUEUED, ("node1",)),
+        (JobState.REQUEUED, ("node1",)),
+        (JobState.CANCELLED, ("node2",)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "parse", "expected"),
+    [
+        (SINFO_DRAINING, parse_sinfo_nodes, [("node2", "draining", "Xid 79 GPU fallen off the bus")]),
+        (SINFO_NOT_RESPONDING, parse_sinfo_nodes, [("node2", "mixed*", "")]),
+        (SCONTROL_ONELINE, parse_scontrol_nodes, [("node2", "MIXED+DRAIN", "Xid 79 GPU fallen off the bus")]),
+        (SCONTROL_MULTILINE, parse_scontrol_nodes, [("gpu02", "DOWN+NOT_RESPONDING", "")]),
+    ],
+)
+def test_parse_unhealthy_nodes(text: str, parse: object, expected: list[tuple[str, str, str]]) -> None:
+    """Real sinfo/scontrol output: only DRAIN/DOWN/FAIL/not-responding nodes come back, with Slurm's reason."""
+    found = parse(text)  # type: ignore[operator]
+    assert [(h.node, h.state, h.reason) for h in found] == expected
+
+
+def test_state_words() -> None:
+    """Slurm's state spellings split into words; sinfo's trailing `*` means not responding."""
+    assert state_words("MIXED+DRAIN") == {"MIXED", "DRAIN"}
+    assert state_words("down*") == {"DOWN", "NOT_RESPONDING"}
+
+
+def test_exclusions_expire_and_keep_the_newest_evidence() -> None:
+    """An exclusion lasts 24 h by default; blaming the node again refreshes its evidence and expiry."""
+    first = exclusions_from_blame("job-a", [Blame("gpu03", "line 1", "log")], NOW)
+    assert first[0].expires_at == NOW + timedelta(hours=24)
+    later = NOW + timedelta(hours=20)
+    again = exclusions_from_blame("job-a", [Blame("gpu03", "line 9", "log")], later)
+    merged = merge_exclusions(first, again, later)
+    assert [(e.evidence, e.expires_at) for e in merged] == [("line 9", later + timedelta(hours=24))]
+    assert active_nodes(first, "job-a", NOW + timedelta(hours=23)) == ("gpu03",)
+    assert active_nodes(first, "job-a", NOW + timedelta(hours=24)) == ()
+    assert merge_exclusions(first, [], NOW + timedelta(hours=25)) == []
+    assert active_nodes(first, "job-b", NOW) == ()
+
+
+def test_exclusion_record_round_trip() -> None:
+    """The store-facing record is flat and reads back to the same exclusion."""
+    item = exclusions_from_blame("job-a", [Blame("gpu03", "job.log line 12: Xid 79", "log")], NOW)[0]
+    record = item.to_record()
+    assert record["expires_at"] == "2026-11-24T08:00:00+00:00"
+    assert Exclusion.from_record(record) == item
+    assert describe(item, NOW + timedelta(hours=1, minutes=30)) == (
+        "gpu03 excluded for 22 h 30 min more: job.log line 12: Xid 79"
+    )
+
+
+def test_exclude_list_and_scontrol_command() -> None:
+    """--exclude joins the configured list and the exclusions; scontrol sets the whole list on a queued job."""
+    assert exclude_list("gpu01,gpu02", ["gpu02", "gpu03"]) == "gpu01,gpu02,gpu03"
+    assert exclude_list(None, []) is None
+    assert scontrol_exclude_command("4711", "gpu01,gpu03") == [
+        "scontrol",
+        "update",
+        "JobId=4711",
+        "ExcNodeList=gpu01,gpu03",
+    ]
+    with pytest.raises(ValueError, match="at least one node"):
+        scontrol_exclude_command("4711", "")

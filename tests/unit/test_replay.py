@@ -1,0 +1,145 @@
+"""The replay simulation (core/replay.py): batches, ticks, verdicts and judgements on a virtual clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from oellm_autoexp.adapters.pattern_files import load_patterns
+from oellm_autoexp.core.attempt_view import EarlySettings
+from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.judge import Evidence, PastDecision
+from oellm_autoexp.core.log_end import LogEnd
+from oellm_autoexp.core.policy import load_policy
+from oellm_autoexp.core.progress import HangConfig
+from oellm_autoexp.core.read_times import ReadMark, coalesces
+from oellm_autoexp.core.replay import Batch, ReplaySetup, SlurmView, batches_of, replay
+
+ROOT = Path(__file__).resolve().parents[2]
+PATTERNS = load_patterns(["megatron_production"])
+TRANSIENT = load_policy(yaml.safe_load((ROOT / "config" / "restart" / "megatron_transient.yaml").read_text()))
+FAILED = LogEnd(JobState.FAILED, 1, "test")
+NCCL_TIMEOUT = (
+    "[rank0]:[E1122 04:21:32.820484898 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=16, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=30000) ran for 30012 "
+    "milliseconds before timing out."
+)
+OOM = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 279.60 GiB."
+NAN = "[rank1]: RuntimeError: Rank 1: found NaN in lm loss at iteration 5 (local loss nan)."
+
+
+def iteration(n: int) -> str:
+    return f" [2026-11-22 04:21:02] iteration {n:>8}/      12 | lm loss: 5.0E+00 |"
+
+
+def setup(**kw: object) -> ReplaySetup:
+    base: dict[str, object] = {
+        "policy": TRANSIENT,
+        "patterns": PATTERNS,
+        "early": EarlySettings(settle_s=5.0),
+    }
+    return ReplaySetup(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_batches_group_lines_of_the_same_time() -> None:
+    """Consecutive lines with one time are read together; a new time starts a new batch."""
+    batches = batches_of(["a", "b", "c", "d"], [0.0, 0.0, 1.0, 1.0])
+    assert [(b.at_s, b.lines) for b in batches] == [(0.0, ("a", "b")), (1.0, ("c", "d"))]
+
+
+def test_fatal_line_is_judged_at_its_settle_time_and_stops_reading() -> None:
+    """An OOM read at t=12 while the job runs is judged at exactly t=17 (not at the next 10 s poll);
+    the stop ends the attempt, so lines after it are not read."""
+    batches = [Batch(0.0, (iteration(1),)), Batch(12.0, (OOM,)), Batch(40.0, (NCCL_TIMEOUT,))]
+    result = replay(batches, SlurmView(0.0, 60.0, FAILED), setup())
+    [decision] = result.decisions
+    assert decision.at_s == 17.0 and decision.lines_read == 2
+    assert decision.judgement.decision.reason == "Permanent failure detected (excluded error_type: oom)"
+    assert decision.judgement.evidence.after_first_fatal_s == 5.0
+    assert result.ended_by == "decision" and result.end is None
+
+
+def test_a_quick_exit_is_judged_at_the_end() -> None:
+    """A job that exits right after its fatal line is judged on Slurm's end, seen at the last line."""
+    batches = [Batch(0.0, (iteration(1),)), Batch(12.0, (OOM,)), Batch(13.0, ("bye",))]
+    result = replay(batches, SlurmView(0.0, 13.0, FAILED), setup())
+    [decision] = result.decisions
+    assert decision.at_s == 13.0 and decision.judgement.evidence.trigger == "end"
+    assert result.end == FAILED
+
+
+def test_wait_for_end_is_a_wait_event_then_the_end_decides() -> None:
+    """megatron_transient waits for a NaN job to end (its rerun machinery saves and exits): the settled
+    line gives a `wait` event, not a decision; the end is then judged once."""
+    batches = [Batch(0.0, (iteration(1),)), Batch(10.0, (NAN,)), Batch(30.0, ("still printing",))]
+    result = replay(batches, SlurmView(0.0, 30.0, FAILED), setup())
+    waits = [e for e in result.events if e.kind == "wait"]
+    assert len(waits) == 1 and waits[0].at_s == 15.0 and "waiting for it to end" in waits[0].text
+    [decision] = result.decisions
+    assert decision.at_s == 30.0
+    assert (
+        decision.judgement.decision.reason
+        == "Permanent failure detected (excluded error_type: numerical_instability)"
+    )
+
+
+def test_silence_is_a_hang_at_the_first_poll_past_the_limit() -> None:
+    """After iteration 2 nothing moves: with a 30 s progress floor and a 10 s poll the hang verdict comes at
+    the first poll past 30 s of no progress (t=50 for progress at t=10), recorded as kind hang."""
+    batches = [Batch(0.0, (iteration(1),)), Batch(10.0, (iteration(2),)), Batch(100.0, ("late",))]
+    config = HangConfig(progress_floor_s=30.0, progress_factor=1.0, no_output_timeout_s=1000.0)
+    result = replay(batches, SlurmView(0.0, 100.0, FAILED), setup(hang=config, poll_s=10.0))
+    [decision] = result.decisions
+    assert decision.at_s == 50.0 and decision.lines_read == 2
+    assert decision.judgement.evidence.kind == "hang" and decision.judgement.evidence.trigger == "hang"
+    assert [e.kind for e in result.events] == ["hang", "decision"]
+
+
+def test_history_before_the_attempt_counts_against_budgets() -> None:
+    """With two hang restarts already recorded for the job, the third hang stops on the hang budget."""
+    past = tuple(
+        PastDecision("restart", float(i), Evidence(rule="transient", kind="hang", error_type="hang"))
+        for i in range(2)
+    )
+    batches = [Batch(0.0, (iteration(1),)), Batch(10.0, (iteration(2),)), Batch(100.0, ("late",))]
+    config = HangConfig(progress_floor_s=30.0, progress_factor=1.0, no_output_timeout_s=1000.0)
+    result = replay(batches, SlurmView(0.0, 100.0, FAILED), setup(hang=config, past=past, attempt_no=3))
+    [decision] = result.decisions
+    assert decision.judgement.decision.reason == "retry budget exhausted for error_type=hang (attempt 3/2)"
+
+
+def test_offsets_of_the_timing_record_are_reported() -> None:
+    """A batch's end offset (from the monitor's timing record) is the decision's offset."""
+    batches = [Batch(0.0, (iteration(1),), 80), Batch(12.0, (OOM,), 160), Batch(40.0, ("x",), 162)]
+    result = replay(batches, SlurmView(0.0, 60.0, FAILED), setup())
+    assert result.decisions[0].offset == 160
+
+
+def test_a_clean_log_completes() -> None:
+    """No fatal line and a COMPLETED end: one decision, `Job completed successfully`."""
+    batches = [Batch(0.0, (iteration(1),)), Batch(5.0, (iteration(12),))]
+    result = replay(batches, SlurmView(0.0, 5.0, LogEnd(JobState.COMPLETED, 0, "t")), setup())
+    assert [d.judgement.decision.reason for d in result.decisions] == ["Job completed successfully"]
+    assert result.first_fatal is None and result.root_cause is None
+
+
+@pytest.mark.parametrize(
+    ("last", "start", "at_s", "has_signal", "expected"),
+    [
+        (ReadMark(1, 0, 100, 10.0), 100, 10.5, False, True),  # a burst of plain lines: one row
+        (ReadMark(1, 0, 100, 10.0), 100, 11.0, False, False),  # 1 s later: a row of its own
+        (ReadMark(1, 0, 100, 10.0), 100, 10.5, True, False),  # a signal keeps its own time
+        (ReadMark(1, 0, 100, 10.0, has_signal=True), 100, 10.5, False, False),  # nor is a signal row grown
+        (ReadMark(1, 0, 100, 10.0), 0, 10.5, False, False),  # the file was read again from 0
+        (ReadMark(None, 0, 100, 10.0), 100, 10.5, False, False),  # not written yet
+        (None, 0, 10.0, False, False),
+    ],
+)
+def test_timing_record_coalesces_only_plain_bursts(
+    last: ReadMark | None, start: int, at_s: float, has_signal: bool, expected: bool
+) -> None:
+    """A batch extends the row before it only when it follows it in the file within 1 s and neither holds
+    a signal other than progress: the times a decision rests on stay exact."""
+    assert coalesces(last, start, at_s, has_signal) is expected
