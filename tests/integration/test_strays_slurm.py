@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slurm
 def test_orphaned_submission_is_cancelled_and_recorded(tmp_path: Path) -> None:
     """Attempt 1 runs and is tracked; a job carrying attempt 2's tag, whose intent was abandoned
     (an orphaned sbatch), also runs. One `query_tagged` call sees both; the net cancels only the
-    orphan, says why, and records a `cancel_stray` decision on the job; a second sweep adds nothing."""
+    orphan, says why, and records a `cancel_stray` decision on the job (naming no attempt, so a resumed
+    monitor never takes it for the attempt's own judgement); a second sweep adds nothing."""
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/bash\nsleep 120\n", encoding="utf-8")
     data = {"defaults": [{"slurm": "local"}, {"backend": "command"}],
@@ -61,7 +62,9 @@ def test_orphaned_submission_is_cancelled_and_recorded(tmp_path: Path) -> None:
             lambda: squeue_state(ids[1]) in (None, "CANCELLED", "COMPLETING"), "the orphan cancelled", 30
         )
         assert squeue_state(ids[0]) in ("PENDING", "RUNNING")
-        assert [(d.action, d.attempt_id) for d in decisions] == [(STRAY_ACTION, orphan)]
+        assert [(d.action, d.attempt_id, d.evidence["attempt_id"]) for d in decisions] == [
+            (STRAY_ACTION, None, orphan)
+        ]
         assert "attempt 2 was given up" in decisions[0].reason and ids[1] in decisions[0].reason
         assert said and f"cancelled stray job {ids[1]}" in said[0]
     finally:
