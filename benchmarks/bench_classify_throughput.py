@@ -10,7 +10,7 @@ tailer hands them over. It runs one combined keyword regex over a block, then on
 the patterns whose keywords a candidate line contains.
 
 BASELINE: the naive way, same patterns: every pattern's compiled regex `.search` on
-every line, then the same two rules the classifier applies (an `after:` pattern
+every line (after the same launcher/rank prefix strip), then the same two rules the classifier applies (an `after:` pattern
 counts only within `within_lines` of its anchor; a `fallback` pattern is dropped
 when a specific root/cascade pattern hit the same line), so both must find exactly
 the same (line, pattern) pairs; the sanity check compares them. The baseline runs
@@ -83,14 +83,17 @@ def ours(lines: list[str], patterns) -> tuple[float, list[tuple[int, str]]]:
 
 
 def naive(lines: list[str], patterns) -> tuple[float, list[tuple[int, str]]]:
+    from oellm_autoexp.core.classify import strip_prefix  # patterns see the bare line in both
+
     plist = list(patterns.patterns)
     found: list[tuple[int, str]] = []
     last_hit: dict[str, int] = {}
     t0 = time.perf_counter()
     for line_no, line in enumerate(lines, start=1):
+        body = strip_prefix(line)[0]
         hits = []
         for p in plist:
-            if p.compiled.search(line) is None:
+            if p.compiled.search(body) is None:
                 continue
             if p.after is not None:
                 seen = last_hit.get(p.after)

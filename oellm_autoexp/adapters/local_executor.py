@@ -17,6 +17,7 @@ time limits, `--signal`, arrays and dependencies.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -38,6 +39,7 @@ from oellm_autoexp.core.job_state import JobState
 from oellm_autoexp.core.strays import TAG_PREFIX, TaggedJob
 
 ID_PREFIX = "local-"
+JOB_KEY_ENV = "AUTOEXP_LOCAL_JOB_KEY"  # in every process of a local job: its job dir
 KILL_WAIT_S = 5.0  # like Slurm's KillWait: TERM, then KILL for what is left
 _UNSUPPORTED = ("--dependency", "-d", "--array", "-a")
 
@@ -61,7 +63,9 @@ class LocalExecutor:
         job_dir.mkdir(parents=True)
         log = Path(expand_pattern(opts.get("output", "slurm-%j.out"), job_id, opts.get("job-name", "")))
         log.parent.mkdir(parents=True, exist_ok=True)
-        child_env = {**os.environ, **(env or {}), "AUTOEXP_JOB_ID": job_id, "AUTOEXP_LOCAL_JOB_NUM": str(num)}
+        key = str(job_dir.resolve())
+        child_env = {**os.environ, **(env or {}), "AUTOEXP_JOB_ID": job_id, "AUTOEXP_LOCAL_JOB_NUM": str(num),
+                     JOB_KEY_ENV: key}  # fmt: skip
         argv = [
             sys.executable,
             "-m",
@@ -87,6 +91,7 @@ class LocalExecutor:
             "script": str(script),
             "submitted": time.time(),
             "comment": opts.get("comment"),  # the monitor's submission tag (find_by_tag)
+            "key": key,  # every process of the job carries it in its environment (JOB_KEY_ENV)
         }
         write_json_atomic(job_dir / "job.json", info)
         return job_id
@@ -102,13 +107,21 @@ class LocalExecutor:
         if job_dir is None or info is None or (job_dir / EXIT_FILE).exists():
             return  # unknown or already ended: not an error, as with scancel
         (job_dir / "cancelled").touch()
+        # torchrun starts its workers in sessions of their own: signalling the job's process
+        # group alone would leave a worker blocked in NCCL running (and holding its GPU) for
+        # the whole collective timeout. Every process of the job carries its key: signal them all.
+        strays = _processes_with(str(info.get("key") or ""))
         self._signal_group(info, signal.SIGTERM)
+        _signal_pids(strays, signal.SIGTERM)
         deadline = time.monotonic() + self.kill_wait_s
-        while time.monotonic() < deadline and self._alive(info):
+        while time.monotonic() < deadline and (self._alive(info) or _any_alive(strays)):
             time.sleep(0.1)
-        if self._alive(info):
+        strays = _processes_with(str(info.get("key") or "")) | {p for p in strays if _pid_alive(p, None)}
+        if self._alive(info) or strays:
             self._signal_group(info, signal.SIGKILL)
-            write_json_atomic(job_dir / EXIT_FILE, {"exit_code": 0, "signal": 9, "end": time.time()})
+            _signal_pids(strays, signal.SIGKILL)
+            if not (job_dir / EXIT_FILE).exists():
+                write_json_atomic(job_dir / EXIT_FILE, {"exit_code": 0, "signal": 9, "end": time.time()})
 
     def query_tagged(self, job_ids: Sequence[str]) -> tuple[dict[str, JobRecord], list[TaggedJob]]:
         """query(), plus every live local job that carries a submit tag."""
@@ -185,6 +198,33 @@ class LocalExecutor:
             pass
         except PermissionError as exc:
             raise ExecutorError(f"cannot signal local job {info['job_id']}: {exc}") from exc
+
+
+def _processes_with(key: str) -> set[int]:
+    """Pids of this user's processes whose environment holds JOB_KEY_ENV=key (Linux /proc)."""
+    if not key:
+        return set()
+    needle = f"{JOB_KEY_ENV}={key}".encode() + b"\0"
+    found = set()
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue  # gone, or another user's
+        if needle in environ or environ.endswith(needle[:-1]):
+            found.add(int(entry.name))
+    found.discard(os.getpid())
+    return found
+
+
+def _signal_pids(pids: set[int], signum: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
+def _any_alive(pids: set[int]) -> bool:
+    return any(_pid_alive(p, None) for p in pids)
 
 
 def _ended_record(job_id: str, ended: Mapping[str, Any], cancelled: bool, start: datetime) -> JobRecord:

@@ -28,11 +28,12 @@ counter does not pass its old best within the window, the verdict comes as usual
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import bisect
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from oellm_autoexp.core import progress
-from oellm_autoexp.core.classify import Classifier
+from oellm_autoexp.core.classify import Classifier, root_cause
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.judge import FatalMark, Trigger, Verdict
 from oellm_autoexp.core.progress import HangConfig, ProgressEvent, ProgressState
@@ -88,9 +89,11 @@ class AttemptView:
         self.tracker: ProgressState | None = None  # started when first seen running (or a line is read)
         self.first_fatal: FatalMark | None = None  # the first fatal line not yet healed
         self.best_iteration: int | None = None  # the counter's high-water mark
+        self.total_iterations: int | None = None  # what the counter counts towards (`iteration N/ TOTAL`)
         self._best_before_fatal: int | None = None  # the high-water mark when the window opened
         self._stop_requested = False  # the launcher itself was told to stop (scancel, time limit)
         self._recoveries: list[Recovery] = []
+        self._kept_times: list[float] = []  # when each of classifier.signals was read
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -101,36 +104,64 @@ class AttemptView:
 
     def read(self, lines: Iterable[str], now: float) -> list[Signal]:
         """Classify lines read at `now`; returns their signals (progress included)."""
+        kept = len(self.classifier.signals)
         signals = self.classifier.feed(lines)
         self._after_read(signals, now)
+        self._kept_times.extend(now for _ in self.classifier.signals[kept:])
+        return signals
+
+    def read_timed(self, lines: Sequence[str], times: Sequence[float]) -> list[Signal]:
+        """Classify a block whose lines were read at different times (`times`, non-decreasing).
+
+        For a replay: one classifier pass over many lines, each signal placed at its own
+        line's time, and verdicts asked at a time before the block's end see only what had
+        been read by then (`cause(now)`).
+        """
+        if not lines:
+            return []
+        first, kept = self.classifier.lines_seen + 1, len(self.classifier.signals)
+        signals = self.classifier.feed(lines)
+        self._after_read(signals, times[-1], lambda s: times[s.line_no - first])
+        self._kept_times.extend(times[s.line_no - first] for s in self.classifier.signals[kept:])
         return signals
 
     def read_text(self, chunk: str, now: float) -> list[Signal]:
         """Like `read`, for raw text that may end mid-line."""
+        kept = len(self.classifier.signals)
         signals = self.classifier.feed_text(chunk)
         self._after_read(signals, now)
+        self._kept_times.extend(now for _ in self.classifier.signals[kept:])
         return signals
 
     def flush(self, now: float) -> list[Signal]:
         """Classify a pending partial line (at the end of a log)."""
+        kept = len(self.classifier.signals)
         signals = self.classifier.flush()
         self._after_read(signals, now)
+        self._kept_times.extend(now for _ in self.classifier.signals[kept:])
         return signals
 
-    def _after_read(self, signals: list[Signal], now: float) -> None:
+    def _after_read(
+        self, signals: list[Signal], now: float, time_of: Callable[[Signal], float] | None = None
+    ) -> None:
+        """The tracker and the fatal/stop marks after a read; `time_of` gives each signal its own time."""
         tracker = progress.advance(self.tracker or progress.start(now), progress.Output(), now)
         for signal in signals:
+            at = now if time_of is None else time_of(signal)
             event = progress_event(signal) if signal.role == "progress" else None
             if event is not None:
-                tracker = progress.advance(tracker, event, now)
+                tracker = progress.advance(tracker, event, at)
             if isinstance(event, progress.Iteration):
-                self._on_iteration(event.iteration, now)
+                self._on_iteration(event.iteration, at)
+                total = signal.groups.get("train_iters")
+                if total is not None and total.isdigit():
+                    self.total_iterations = int(total)
             if signal.teardown_start == "stop_requested" and self.first_fatal is None:
                 # Only a stop asked for BEFORE any worker failed explains the teardown; one that
                 # comes after (the supervisor's own cancel, Slurm's kill) says nothing about it.
                 self._stop_requested = True
             if signal.is_fatal and self.first_fatal is None:
-                self.first_fatal = FatalMark(signal, now)
+                self.first_fatal = FatalMark(signal, at)
                 self._best_before_fatal = self.best_iteration
         self.tracker = tracker
 
@@ -172,7 +203,7 @@ class AttemptView:
         due = self.fatal_due_s()
         if due is None or now < due or self.first_fatal is None:
             return None
-        cause = self.cause()
+        cause = self.cause(now=now)
         if cause is None:
             return None  # the launcher was told to stop from outside: Slurm's end state will say why
         observed = (
@@ -189,22 +220,40 @@ class AttemptView:
         hang = progress.check_hang(self.tracker, now, config)
         if hang is None:
             return None
-        root = self.cause(roots_only=True)
+        root = self.cause(roots_only=True, now=now)
         return Verdict(Trigger.HANG, now, cause=root, hang=hang, first_fatal=self.first_fatal,
                        observed=f"hang: {hang.detail}")  # fmt: skip
 
     def end_verdict(self, record: JobRecord, now: float) -> Verdict:
         """Slurm says the attempt ended: judged on the log's root cause."""
         cause = self.classifier.root_cause()
+        worker_exit = self._worker_exit_code()
         observed = f"job ended {record.state.value}" + (
             f" exit {record.exit_code}" if record.exit_code else ""
         )
-        return Verdict(Trigger.END, now, cause=cause, record=record, first_fatal=self.first_fatal,
-                       observed=observed)  # fmt: skip
+        if worker_exit is not None and worker_exit != record.exit_code:
+            observed += f" (worker exit {worker_exit})"
+        return Verdict(
+            Trigger.END, now, cause=cause, record=record, first_fatal=self.first_fatal, observed=observed,
+            worker_exit_code=worker_exit, iteration=self.classifier.last_iteration,
+            total_iterations=self.total_iterations,
+        )  # fmt: skip
 
-    def cause(self, *, roots_only: bool = False) -> Signal | None:
-        """The root cause so far; a teardown with no cause line at all is a silent death (`killed`)."""
-        cause = self.classifier.root_cause()
+    def _worker_exit_code(self) -> int | None:
+        """The failed worker's own exit code as the launcher reported it (torchrun exits 1 itself)."""
+        for signal in self.classifier.signals:
+            value = signal.groups.get("exitcode")
+            if value is not None and value.lstrip("-").isdigit():
+                return int(value)
+        return None
+
+    def cause(self, *, roots_only: bool = False, now: float | None = None) -> Signal | None:
+        """The root cause of what was read by `now` (default: all of it); a teardown with no cause
+        line at all is a silent death (`killed`)."""
+        signals = self.classifier.signals
+        if now is not None and self._kept_times and self._kept_times[-1] > now:
+            signals = signals[: bisect.bisect_right(self._kept_times, now)]
+        cause = root_cause(signals)
         if cause is not None and (cause.role == "root" or not roots_only):
             return cause
         if roots_only or self._stop_requested or self.first_fatal is None:

@@ -11,6 +11,17 @@ picks the cause so that cascades and teardown never win over a root:
 4. then the rank torchrun names as its first observed failure (`failed_rank`);
 5. then the earliest line.
 
+A cause candidate is dropped when a teardown line names its process as one the
+launcher killed itself (a `killed_pid` group, e.g. torchrun's `Unable to shutdown
+process 123 via 15, forcefully exiting via 9`): that SIGKILL ends a rank that was
+already stuck, so the stuck rank's own signal (a watchdog timeout) stays the cause.
+
+Launcher and rank prefixes (`[rank3]:`, `[default3]:`, srun's `3: `, mpirun's
+`[1,3]<stderr>:`, DeepSpeed's `[2023-07-10 04:26:05,876] [INFO] [launch.py:318:fn] `,
+Ray's `(RayTrainWorker pid=123) `) are stripped once, before the patterns run, so
+a pattern is written for the bare line; the rank a prefix names is kept on the
+signal for blame.
+
 Speed: every pattern carries literal keywords (derived from its regex, or
 given); a line is matched against a pattern's regex only if it contains one of
 its keywords, and `classify_lines` first runs one combined keyword regex over
@@ -31,9 +42,24 @@ MAX_LINE_CHARS = 4000  # a Signal keeps at most this much of its line
 MAX_KEPT_SIGNALS = 10_000  # a Classifier keeps the first N non-progress signals
 EVIDENCE_LINES = 8
 
-# `[rank3]: ...` (torchrun >= 2.2 prefixes worker output), `[default3]:` (torchrun
-# --tee with the default role), `3: ...` (srun --label).
-_RANK_PREFIX = re.compile(r"\s*(?:\[(?:rank|default)(\d+)\]:|(\d+): )")
+# One or more prefixes at the start of a line, each optional, in any order:
+#   `[rank3]:` (torchrun >= 2.2), `[default3]:` (torchrun --tee, default role),
+#   `3: ` (srun --label), `[1,3]<stderr>:` (mpirun --tag-output: job, rank),
+#   `[2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] ` (DeepSpeed),
+#   `(RayTrainWorker pid=123) ` / `(pid=123, ip=10.0.0.1) ` (Ray actors and tasks),
+#   `gpu004: ` (pdsh, DeepSpeed's multi-node runner: a lower-case host name with a digit).
+# The rank groups are r_torch, r_srun and r_mpi; the process's own `[rankN]:` wins over the
+# launcher's task number (srun, mpirun).
+_PREFIX = re.compile(
+    r"(?:\s*(?:"
+    r"\[(?:rank|default)(?P<r_torch>\d+)\]:"
+    r"|(?P<r_srun>\d{1,6}): "
+    r"|\[\d+,(?P<r_mpi>\d+)\]<std(?:out|err)>:"
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+\] \[[A-Z]+\] \[[\w.]+:\d+:[\w<>]+\] ?"
+    r"|\((?:[\w.:<>-]+ )?pid=\d+(?:, ip=[\d.]+)?\) "
+    r"|[a-z][a-z0-9-]*\d[a-z0-9.-]*: "
+    r"))+"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +151,18 @@ def _index(patterns: PatternSet) -> _Index:
     return index
 
 
-def _rank_of(line: str, groups: dict[str, str]) -> int | None:
-    m = _RANK_PREFIX.match(line)
-    if m:
-        return int(m.group(1) or m.group(2))
+def strip_prefix(line: str) -> tuple[str, int | None]:
+    """The line without its launcher/rank prefixes, and the rank they name (if any)."""
+    m = _PREFIX.match(line)
+    if m is None:
+        return line, None
+    rank = m.group("r_torch") or m.group("r_srun") or m.group("r_mpi")
+    return line[m.end() :].lstrip(), int(rank) if rank is not None else None
+
+
+def _rank_of(prefix_rank: int | None, groups: dict[str, str]) -> int | None:
+    if prefix_rank is not None:
+        return prefix_rank
     value = groups.get("rank")
     return int(value) if value is not None and value.isdigit() else None
 
@@ -166,13 +200,14 @@ def _match_line(
     source: str | None,
 ) -> list[Signal]:
     hits: list[tuple[_Entry, re.Match[str]]] = []
+    body, prefix_rank = strip_prefix(line)
     for i in _entries_for(line, index):
         entry = index.entries[i]
         if entry.after is not None:
             seen = None if last_hit is None else last_hit.get(entry.after)
             if seen is None or line_no - seen > entry.within_lines:
                 continue
-        match = entry.compiled.search(line)
+        match = entry.compiled.search(body)
         if match is not None:
             hits.append((entry, match))
     if not hits:
@@ -197,7 +232,7 @@ def _match_line(
                 groups=groups,
                 priority=pattern.priority,
                 teardown=pattern.teardown,
-                rank=_rank_of(line, groups),
+                rank=_rank_of(prefix_rank, groups),
                 source=source,
                 fallback=pattern.fallback,
                 teardown_start=pattern.teardown_start,
@@ -218,11 +253,19 @@ def _candidate_indices(lines: Sequence[str], index: _Index) -> Iterable[int]:
     for line in lines:
         starts.append(pos)
         pos += len(line) + 1
+    # One hit is enough to make a line a candidate: resume the scan at the next line's start
+    # instead of finding every further keyword in this one (a Megatron iteration line holds
+    # several, early on).
     found: list[int] = []
-    for match in index.prefilter.finditer(text):
+    search = index.prefilter.search
+    last = len(starts) - 1
+    match = search(text)
+    while match is not None:
         i = bisect.bisect_right(starts, match.start()) - 1
-        if not found or found[-1] != i:
-            found.append(i)
+        found.append(i)
+        if i >= last:
+            break
+        match = search(text, starts[i + 1])
     return found
 
 
@@ -273,9 +316,17 @@ def first_failed_rank(signals: Iterable[Signal]) -> int | None:
     return None
 
 
+def launcher_killed_pids(signals: Iterable[Signal]) -> set[str]:
+    """Processes a teardown line says the launcher killed itself (`killed_pid` groups)."""
+    return {s.groups["killed_pid"] for s in signals if s.teardown and "killed_pid" in s.groups}
+
+
 def root_cause(signals: Sequence[Signal]) -> Signal | None:
     """The signal that explains the failure, or None (see the module docstring)."""
-    candidates = [s for s in signals if s.is_cause_candidate]
+    killed_by_launcher = launcher_killed_pids(signals)
+    candidates = [
+        s for s in signals if s.is_cause_candidate and s.groups.get("pid") not in killed_by_launcher
+    ]
     pool = [s for s in candidates if s.role == "root"] or [s for s in candidates if s.role == "cascade"]
     if not pool:
         return None

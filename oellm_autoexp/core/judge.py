@@ -30,7 +30,7 @@ from oellm_autoexp.core.classify import evidence as evidence_lines
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState
 from oellm_autoexp.core.job_status import JobStatus
-from oellm_autoexp.core.outcome import Outcome, OutcomeKind
+from oellm_autoexp.core.outcome import EARLY_EXIT_ERROR_TYPE, Outcome, OutcomeKind
 from oellm_autoexp.core.policy import (
     Decision,
     DecisionAction,
@@ -48,6 +48,7 @@ _NODE_GROUPS = ("node", "host", "hostname")
 # preemption or a task's exit line also names a node, but says nothing bad about it: excluding
 # it would soon leave no node to run on.
 NODE_FAULT_ERROR_TYPES = frozenset({"gpu_hardware", "node_failure", "nccl", "nccl_timeout"})
+MEGATRON_RERUN_EXIT = 16  # Megatron's rerun state machine: "resume to disambiguate" after NaN/Inf
 
 
 class Trigger(StrEnum):
@@ -76,6 +77,9 @@ class Verdict:
     hang: HangVerdict | None = None  # the tracker's verdict (trigger HANG)
     first_fatal: FatalMark | None = None  # the first fatal line, when one was read
     observed: str | None = None  # one line: what was seen besides the cause
+    worker_exit_code: int | None = None  # the training process's own exit code, from the launcher's lines
+    iteration: int | None = None  # the last iteration the log reported
+    total_iterations: int | None = None  # the total it was counting towards (Megatron's `N/ TOTAL`)
 
 
 @dataclass(frozen=True)
@@ -165,21 +169,13 @@ def node_of(signal: Signal | None) -> str | None:
     return None
 
 
-def outcome_of(verdict: Verdict, *, user_cancelled: bool = False) -> Outcome:
+def outcome_of(verdict: Verdict, *, user_cancelled: bool = False, early_exit_is_end: bool = False) -> Outcome:
     """The policy's view of a verdict (see the module docstring: the root cause decides)."""
     cause = verdict.cause
     if verdict.trigger is Trigger.LOST:
         return Outcome(JobState.FAILED, "lost", subsystem="slurm", signal="unknown_deadline")
     if verdict.trigger is Trigger.END and verdict.record is not None:
-        return Outcome(
-            state=verdict.record.state,
-            error_type=cause.error_type if cause else None,
-            exit_code=verdict.record.exit_code,
-            subsystem=cause.subsystem if cause else None,
-            signal=cause.pattern if cause else None,
-            node=node_of(cause),
-            user_cancelled=user_cancelled,
-        )
+        return _end_outcome(verdict, verdict.record, user_cancelled, early_exit_is_end)
     if cause is not None:
         # A fatal line, or a hang observed after a root: the root's error type decides.
         return Outcome(
@@ -193,6 +189,39 @@ def outcome_of(verdict: Verdict, *, user_cancelled: bool = False) -> Outcome:
     )  # fmt: skip
 
 
+def _end_outcome(
+    verdict: Verdict, record: JobRecord, user_cancelled: bool, early_exit_is_end: bool
+) -> Outcome:
+    """Slurm's end state, refined by the log's cause and by Megatron's exit protocol.
+
+    Megatron (see PITFALLS): exit 0 before the last iteration is a save mid-run (its signal
+    handler, `--exit-interval`, `--exit-duration-in-mins`), not completion, unless the
+    experiment says an early exit is its intended end; exit 16 is its rerun machinery's
+    "resume to disambiguate" after a NaN/Inf (recorded as numerical_instability; the rule
+    matching `exit_codes: [16]` decides), 17 a failed validation.
+    """
+    cause = verdict.cause
+    exit_code = verdict.worker_exit_code if verdict.worker_exit_code is not None else record.exit_code
+    error_type, signal = (cause.error_type, cause.pattern) if cause else (None, None)
+    node = node_of(cause)
+    short = verdict.total_iterations is not None and (verdict.iteration or 0) < verdict.total_iterations
+    if record.state is JobState.COMPLETED and short and not early_exit_is_end:
+        error_type, signal = EARLY_EXIT_ERROR_TYPE, "iteration_short_of_total"
+    elif exit_code == MEGATRON_RERUN_EXIT and error_type is None:
+        error_type, signal = "numerical_instability", "megatron_exit_16"
+    if exit_code == MEGATRON_RERUN_EXIT and node is None and len(record.nodes) == 1:
+        node = record.nodes[0]  # "rerun on a different GPU": keep a one-node job off its node
+    return Outcome(
+        state=record.state,
+        error_type=error_type,
+        exit_code=exit_code,
+        subsystem=cause.subsystem if cause else None,
+        signal=signal,
+        node=node,
+        user_cancelled=user_cancelled,
+    )
+
+
 # -- judging ----------------------------------------------------------------------------------
 
 
@@ -203,9 +232,14 @@ def judge(
     signals: Sequence[Signal] = (),
     *,
     user_cancelled: bool = False,
+    early_exit_is_end: bool = False,
 ) -> Judgement:
-    """Judge one verdict: the outcome, the decision, its evidence and the effects to carry out."""
-    outcome = outcome_of(verdict, user_cancelled=user_cancelled)
+    """Judge one verdict: the outcome, the decision, its evidence and the effects to carry out.
+
+    `early_exit_is_end`: the experiment ends on purpose before its last iteration (a speed
+    test stopping at `--exit-interval`), so an exit 0 there is completion.
+    """
+    outcome = outcome_of(verdict, user_cancelled=user_cancelled, early_exit_is_end=early_exit_is_end)
     decision = decide(policy, outcome, history, verdict.now_s)
     record = not (decision.action is DecisionAction.NONE and outcome.still_running)
     return Judgement(

@@ -7,7 +7,9 @@ folds them into one `OutcomeKind`, first rule that applies wins:
 
 1. `user_cancelled`                        -> user_cancelled (stop for good)
 2. state UNKNOWN                           -> unknown (never a restart)
-3. state COMPLETED                         -> success (log lines never turn exit 0 into a failure)
+3. state COMPLETED                         -> success (log lines never turn exit 0 into a failure),
+   unless the iteration counter stopped short of its total (`early_exit`): Megatron exits 0
+   after `--exit-signal-handler`, `--exit-interval` or `--exit-duration-in-mins` saves mid-run
 4. still queued/running (`is_alive(state)` or `in_queue`), not `still_running` -> alive
    (nothing to decide yet; this is how a PREEMPTED or requeued job that Slurm will run
    again under its id is kept from being resubmitted next to itself)
@@ -40,6 +42,7 @@ class OutcomeKind(StrEnum):
     PREEMPTED = "preempted"  # preempted and no longer queued
     OOM = "oom"  # ran out of memory (GPU or host)
     HANG = "hang"  # the progress tracker (or the classifier) says it hung
+    EARLY_EXIT = "early_exit"  # exited 0 before its last iteration (saved mid-run): resume it
     ALIVE = "alive"  # still queued or running with nothing to act on
     UNKNOWN = "unknown"  # Slurm said nothing reliable; never a reason to restart
 
@@ -47,6 +50,14 @@ class OutcomeKind(StrEnum):
 # Classifier error types that mean a hang. A collective timeout is what a hang looks like
 # from the ranks still waiting; when some rank printed a root cause, that root wins instead.
 HANG_ERROR_TYPES = frozenset({"hang", "stall", "nccl_timeout"})
+
+# The classifier-independent error type of an exit 0 before the last iteration (step 3).
+EARLY_EXIT_ERROR_TYPE = "exit_before_end"
+
+# Error types that fail identically on every attempt, whatever a policy's rules say: the same
+# configuration lands on the same check (a launcher rejecting an argument, TP/PP that do not
+# divide, a checkpoint that cannot load at this parallelism, a full disk quota).
+PERMANENT_ERROR_TYPES = frozenset({"config_error"})
 
 # Step 6 above: error types whose meaning is a kind of its own, whatever Slurm's state says.
 KIND_BY_ERROR_TYPE = {
@@ -89,7 +100,7 @@ def outcome_kind(
     if state is JobState.UNKNOWN:
         return OutcomeKind.UNKNOWN
     if state is JobState.COMPLETED:
-        return OutcomeKind.SUCCESS
+        return OutcomeKind.EARLY_EXIT if error_type == EARLY_EXIT_ERROR_TYPE else OutcomeKind.SUCCESS
     if (is_alive(state) or in_queue) and not still_running:
         return OutcomeKind.ALIVE
     if hang or error_type in HANG_ERROR_TYPES:

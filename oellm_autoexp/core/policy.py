@@ -11,7 +11,8 @@ every reason it can return. The order of questions, each answered by a reason:
    one the scheduler ends by itself (time limit, preemption, a cancel, a node
    failure: Slurm's own end state follows and says more) -> none.
 3. The first rule whose `match` fits; none fits -> stop.
-4. An excluded error type -> stop ("Permanent failure detected ...").
+4. An excluded error type -> stop ("Permanent failure detected ..."); a configuration
+   error (outcome.PERMANENT_ERROR_TYPES) always is one, listed or not.
 5. A stop/notify rule -> that action.
 6. Budgets, most specific first: per-error-type, the rule's `max_retries`, the
    rate window. One run out -> stop, naming the budget and its numbers.
@@ -40,7 +41,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.outcome import Outcome, OutcomeKind
+from oellm_autoexp.core.outcome import PERMANENT_ERROR_TYPES, Outcome, OutcomeKind
 from oellm_autoexp.errors import UserError
 
 
@@ -68,6 +69,7 @@ class Match(_Model):
     kinds: tuple[OutcomeKind, ...] = ()  # outcome kinds (see core/outcome.py)
     states: tuple[JobState, ...] = ()  # Slurm states
     error_types: tuple[str, ...] = ()  # compared with the classifier's error_type and the kind
+    exit_codes: tuple[int, ...] = ()  # the training process's exit status (Megatron: 16, 17)
 
     def fits(self, outcome: Outcome) -> bool:
         """True when every non-empty selector fits `outcome`."""
@@ -75,6 +77,7 @@ class Match(_Model):
             (not self.kinds or outcome.kind in self.kinds)
             and (not self.states or outcome.state in self.states)
             and (not self.error_types or bool(outcome.names & set(self.error_types)))
+            and (not self.exit_codes or outcome.exit_code in self.exit_codes)
         )
 
 
@@ -249,6 +252,11 @@ def _apply_rule(rule: RestartRule, outcome: Outcome, history: RestartHistory, no
     excluded = _excluded_name(rule, outcome)
     if excluded is not None:
         reason = f"Permanent failure detected (excluded error_type: {excluded})"
+        if excluded in PERMANENT_ERROR_TYPES:
+            reason += (
+                f": the same configuration fails the same way on every attempt (signal {outcome.signal});"
+                " change what that log line names, then resubmit"
+            )
         return Decision(DecisionAction.STOP, reason, rule=rule.name, cancel_first=outcome.still_running)
     if rule.action is not RuleAction.RESTART:
         default = f"rule {rule.name}: {rule.action.value} on kind={outcome.kind.value}, error_type={outcome.error_type}"
@@ -260,7 +268,7 @@ def _apply_rule(rule: RestartRule, outcome: Outcome, history: RestartHistory, no
 def _excluded_name(rule: RestartRule, outcome: Outcome) -> str | None:
     # The classifier's error_type is named first: it is the more precise of the two.
     for name in (outcome.error_type, outcome.kind.value):
-        if name is not None and name in rule.exclude_error_types:
+        if name is not None and (name in rule.exclude_error_types or name in PERMANENT_ERROR_TYPES):
             return name
     return None
 

@@ -25,6 +25,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from oellm_autoexp.core import progress
 from oellm_autoexp.core.attempt_view import AttemptView, EarlySettings
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.judge import FatalMark, Judgement, PastDecision, Trigger, Verdict, history_from, judge
@@ -117,6 +118,9 @@ class _Replay:
         self.decided_early = False  # a decision was taken while the job ran
         self.waiting_on_fatal = False  # a settled fatal line was judged "wait for the end"
         self._waits: set[str] = set()  # "wait" reasons already in the timeline
+        # (time, lines read, offset) before and after each batch of the last group read, so that
+        # a verdict due inside that group reports what had been read by its time.
+        self._marks: list[tuple[float, int, int | None]] = []
         self._kept_signals = 0
 
     # -- the clock --------------------------------------------------------------------------------
@@ -146,21 +150,70 @@ class _Replay:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def read(self, batch: Batch) -> None:
-        self.run_ticks(batch.at_s)
+    def next_tick_s(self) -> float:
+        """The next tick at which a verdict is possible: lines before it are read in one pass.
+
+        Ticks before it are no-ops (no fatal line is due, and the hang tracker's earliest
+        deadline, which more lines only push later, is not reached), so skipping the reads
+        between them changes nothing.
+        """
+        tick = self._next_tick()
+        hang = self.setup.hang
+        tracker = self.view.tracker
+        if self.view.fatal_due_s() is not None or hang is None or tracker is None or self.done:
+            return tick
+        deadline = progress.next_deadline_s(tracker, hang)
+        if deadline <= tick:
+            return tick
+        return self.next_poll + self.setup.poll_s * math.ceil((deadline - self.next_poll) / self.setup.poll_s)
+
+    def group_ends_s(self, start_s: float) -> float:
+        """Where a group of lines starting at `start_s` must end: before the next possible verdict.
+
+        A fatal line read inside the group may fall due inside it: that verdict is still exact
+        (it sees only the lines read by its time, AttemptView.cause(now)), and what the replay
+        reports at it (lines read, offset, the timeline) is cut at its time too. With in-job
+        restarts a heal inside the group could hide a window that closed before it: such
+        groups are no longer than the window.
+        """
+        early = self.setup.early
+        cap = start_s + early.recovery_window_s if early.in_job_restarts else math.inf
+        return min(self.next_tick_s(), cap)
+
+    def read(self, group: Sequence[Batch]) -> None:
+        """Batches that all come before the next tick: one classifier pass, each line at its time.
+
+        A fatal line inside the group brings its own tick (the settle window's end) forward;
+        that verdict then sees only the lines read by its time (AttemptView.cause(now)).
+        """
+        self.run_ticks(group[0].at_s)
         if self.done:
             return
-        signals = self.view.read(batch.lines, batch.at_s)
-        self.result.lines_read += len(batch.lines)
-        self.offset = batch.end_offset
+        lines = [line for batch in group for line in batch.lines]
+        times = [batch.at_s for batch in group for _ in batch.lines]
+        first = self.view.classifier.lines_seen + 1
+        signals = self.view.read_timed(lines, times)
+        self._marks = [self._mark()]
+        for batch in group:
+            self.result.lines_read += len(batch.lines)
+            self.offset = batch.end_offset
+            self._marks.append(self._mark(batch.at_s))
         for signal in signals:
-            self._note_signal(signal, batch.at_s)
+            self._note_signal(signal, times[signal.line_no - first])
         if any(s.is_cause_candidate for s in signals):
             self.waiting_on_fatal = False  # a new cause may change a "wait for the end"
         for recovery in self.view.take_recoveries():
             self._event(recovery.healed_at_s, "recovery",
                         f"in-job restart healed: iteration {recovery.iteration} after "
                         f"{recovery.fatal.signal.line}")  # fmt: skip
+
+    def _mark(self, at_s: float = -math.inf) -> tuple[float, int, int | None]:
+        return (at_s, self.result.lines_read, self.offset)
+
+    def _read_by(self, t: float) -> tuple[int, int | None]:
+        """Lines read and the offset reached by time `t`."""
+        marks = [m for m in self._marks if m[0] <= t] or self._marks[:1] or [self._mark()]
+        return marks[-1][1], marks[-1][2]
 
     def _note_signal(self, signal: Signal, at_s: float) -> None:
         if not (signal.is_fatal or signal.is_cause_candidate or signal.teardown_start):
@@ -212,9 +265,7 @@ class _Replay:
                 self._event(verdict.now_s, "wait", reason)
             return
         self.result.root_cause = verdict.cause
-        self.result.decisions.append(
-            ReplayDecision(verdict.now_s, judgement, self.result.lines_read, self.offset)
-        )
+        self.result.decisions.append(ReplayDecision(verdict.now_s, judgement, *self._read_by(verdict.now_s)))
         decision = judgement.decision
         self._event(verdict.now_s, "decision", f"{decision.action.value}: {decision.reason}")
         if judgement.outcome.still_running:
@@ -233,6 +284,11 @@ class _Replay:
         if not self.done:
             self._end(end_s)  # the poll that sees the end judges it, and nothing else about the attempt
         result = self.result
+        result.events.sort(key=lambda e: e.at_s)  # signals of a group are noted before its ticks ran
+        if result.ended_by == "decision" and result.decisions:
+            at = result.decisions[-1].at_s
+            result.events = [e for e in result.events if e.at_s <= at or e.kind not in ("signal", "recovery")]
+            result.lines_read = result.decisions[-1].lines_read
         result.first_fatal = self.view.first_fatal  # a healed one is reported as a recovery event
         if result.root_cause is None and not result.decisions:
             result.root_cause = self.view.classifier.root_cause()
@@ -245,11 +301,20 @@ def replay(
     """Replay one attempt: batches at their times, ticks, verdicts, judgements (see the module doc)."""
     run = _Replay(setup, slurm, source)
     last_read_s = slurm.running_at_s
+    group: list[Batch] = []
+    ends_s = math.inf
     for batch in batches:
+        if group and batch.at_s >= ends_s:
+            run.read(group)  # the next tick comes before this batch
+            group = []
         if run.done:
             break
-        run.read(batch)
+        if not group:
+            ends_s = run.group_ends_s(batch.at_s)
+        group.append(batch)
         last_read_s = batch.at_s
+    if group and not run.done:
+        run.read(group)
     return run.finish(last_read_s)
 
 

@@ -426,7 +426,8 @@ class Monitor:
         history = job_history(
             self.store.decisions_for_job(rt.job.id), live.attempt.attempt_no, view.last_iteration
         )
-        judgement = judge(rt.policy, verdict, history, view.classifier.signals, user_cancelled=user_cancelled)
+        judgement = judge(rt.policy, verdict, history, view.classifier.signals, user_cancelled=user_cancelled,
+                          early_exit_is_end=rt.settings.early_exit_is_end)  # fmt: skip
         if not judgement.record:
             live.waiting_on_fatal = verdict.trigger is Trigger.FATAL_LINE
             if ended is not None:

@@ -46,6 +46,9 @@ class MonitorSettings(BaseModel):
     # The job's launcher restarts workers in place (torchrun --max-restarts > 0, ft_launcher):
     # a fatal line then opens a recovery window instead; null: ask the backend.
     in_job_restarts: bool | None = None
+    # An exit 0 before the last iteration (Megatron's signal handler, --exit-interval) is a save
+    # mid-run and is resumed; true when stopping early is this experiment's intended end.
+    early_exit_is_end: bool = False
     # With in-job restarts: how long the iteration counter has to pass its old best.
     recovery_window_s: float = Field(default=900.0, gt=0)
 

@@ -107,3 +107,23 @@ def test_unknown_ids_and_unsupported_options(tmp_path) -> None:
     assert all(r.state is JobState.UNKNOWN and r.source == "none" for r in records.values())
     with pytest.raises(ExecutorError, match="dependency"):
         executor.submit(_script(tmp_path, "true"), extra_args=["--dependency=afterany:1"])
+
+
+def test_cancel_ends_processes_in_sessions_of_their_own(tmp_path) -> None:
+    """A worker started in a session of its own that ignores SIGTERM (as torchrun's workers are, and as a
+    rank blocked inside NCCL behaves) is still ended by cancel(): TERM, then KILL after kill_wait_s."""
+    pidfile = tmp_path / "worker.pid"
+    body = f"setsid bash -c 'trap \"\" TERM; echo $$ > {pidfile}; while true; do sleep 0.2; done' & wait"
+    job_id = LocalExecutor(tmp_path / "state").submit(_script(tmp_path, body))
+    executor = LocalExecutor(tmp_path / "state", kill_wait_s=1)
+    deadline = time.monotonic() + DEADLINE_S
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    worker = int(pidfile.read_text())
+    assert os.getsid(worker) != os.getsid(0) and os.getpgid(worker) == worker  # its own session
+    executor.cancel(job_id)
+    assert _wait(executor, job_id).state is JobState.CANCELLED
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):
+            os.kill(worker, 0)
+            time.sleep(0.1)

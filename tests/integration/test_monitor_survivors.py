@@ -108,3 +108,63 @@ def test_a_hung_rank_is_restarted_as_a_hang(tmp_path: Path) -> None:
     (action, reason, ev), _ = decisions
     assert (action, reason) == ("restart", "Transient failure detected (error_type=hang)")
     assert (ev.trigger, ev.kind) == ("hang", "hang")
+
+
+def _run_script(tmp: Path, body: str) -> tuple[int, str]:
+    script = tmp / "job.sh"
+    script.write_text('n=$(( $(cat "$0.n" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$0.n"\n' + body)
+    experiment = {
+        "defaults": [{"slurm": "local"}, {"backend": "command"}, {"restart": "megatron_transient"}],
+        "experiment": {"name": "megatron", "output_dir": str(tmp / "out")},
+        "executor": "local",
+        "backend": {"command": ["bash", str(script)]},
+        "monitoring": SETTINGS,
+    }
+    path = tmp / "experiment.yaml"
+    path.write_text(yaml.safe_dump(experiment, sort_keys=False))
+    argv = [sys.executable, "-m", "oellm_autoexp", "--state-dir", str(tmp / "state"), "run", str(path)]
+    done = subprocess.run(argv, cwd=tmp, capture_output=True, text=True, timeout=DEADLINE_S, check=False)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_megatron_sigterm_save_and_exit_0_mid_run_is_resumed(tmp_path: Path) -> None:
+    """Megatron's `--exit-signal-handler` saves and exits 0 at iteration 120 of 400: not completion; the
+    job is resubmitted (the scheduler rule), and the attempt that reaches 400/400 completes it."""
+    code, output = _run_script(
+        tmp_path,
+        """\
+if [ "$n" -eq 1 ]; then first=1; last=120; else first=121; last=400; fi
+for i in $(seq "$first" 40 "$last") "$last"; do echo " [2026-11-23 01:46:00] iteration $i/     400 | lm loss: 4.1E+00 |"; done
+echo "saving checkpoint at iteration     $last to /ckpt in torch_dist format"
+echo "  successfully saved checkpoint from iteration     $last to /ckpt"
+[ "$n" -eq 1 ] && echo "exiting program after receiving SIGTERM."
+exit 0
+""",
+    )
+    assert code == 0, output
+    states, decisions = _recorded(tmp_path)
+    assert states == [JobState.COMPLETED, JobState.COMPLETED]
+    assert [(a, r) for a, r, _ in decisions] == [
+        ("restart", "Transient failure detected (error_type=exit_before_end)"),
+        ("stop", "Job completed successfully"),
+    ]
+    assert (decisions[0][2].rule, decisions[0][2].kind) == ("scheduler", "early_exit")
+
+
+def test_megatron_exit_16_restarts_once_then_stops(tmp_path: Path) -> None:
+    """Exit 16 from Megatron's rerun machinery (after `found NaN in local grad norm`) is restarted once as
+    numerical_instability; the same exit again, with no progress in between, stops."""
+    code, output = _run_script(
+        tmp_path,
+        """\
+echo " [2026-11-23 01:46:00] iteration      118/     400 | lm loss: 4.1E+00 |"
+echo "Unexpected result nan on rank 0 at iteration #118 invocation #1 (message='found NaN in local grad norm')"
+exit 16
+""",
+    )
+    assert code == 1, output
+    states, decisions = _recorded(tmp_path)
+    assert states == [JobState.FAILED, JobState.FAILED]
+    assert decisions[0][:2] == ("restart", "Transient failure detected (error_type=numerical_instability)")
+    assert decisions[0][2].rule == "megatron_rerun" and decisions[0][2].exclude_nodes == ("localhost",)
+    assert decisions[1][0] == "stop" and decisions[1][1].startswith("retry budget exhausted (attempt 2/1")

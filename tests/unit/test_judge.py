@@ -301,3 +301,60 @@ def test_hang_verdict_names_the_root() -> None:
     view.read(["[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."], 41.0)
     verdict = view.hang_verdict(80.0, config)
     assert verdict is not None and verdict.cause is not None and verdict.cause.error_type == "oom"
+
+
+# -- Megatron's exit protocol --------------------------------------------------------------------
+
+MEGATRON_NAN = [
+    "[rank1]: Unexpected result nan on rank 1 at iteration #118 invocation #1 (message='found NaN in local grad norm')",
+    "E1123 01:47:01.713000 4100 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: 16) "
+    "local_rank: 0 (pid: 4101) of binary: /usr/bin/python3",
+]
+
+
+def _ended(lines: list[str], state: JobState, exit_code: int, nodes: tuple[str, ...] = ("node1",)) -> Verdict:
+    view = _view()
+    view.read(lines, 5.0)
+    return view.end_verdict(JobRecord("7", state, "sacct", exit_code=exit_code, nodes=nodes), 9.0)
+
+
+def test_exit_16_restarts_once_off_its_node_then_stops() -> None:
+    """Megatron's exit 16 ("resume to disambiguate" after a NaN; torchrun itself exits 1) restarts once,
+    recorded as numerical_instability and kept off the one node it ran on; a second 16 with no progress
+    in between stops."""
+    verdict = _ended(MEGATRON_NAN, JobState.FAILED, 1)
+    first = judge(TRANSIENT, verdict, RestartHistory(iteration=118))
+    assert (first.decision.action, first.decision.rule) == (DecisionAction.RESTART, "megatron_rerun")
+    assert first.decision.reason == "Transient failure detected (error_type=numerical_instability)"
+    assert first.outcome.exit_code == 16 and first.effects.exclude_nodes == ("node1",)
+    history = job_history(_recorded([first]), 2, 118)
+    second = judge(TRANSIENT, _ended(MEGATRON_NAN, JobState.FAILED, 1, ("node2",)), history)
+    assert second.decision.action is DecisionAction.STOP
+    assert second.decision.reason.startswith("retry budget exhausted (attempt 2/1")
+
+
+def test_exit_17_stops() -> None:
+    """Exit 17 (Megatron's rerun machinery: the result did not reproduce) is never restarted."""
+    lines = [MEGATRON_NAN[1].replace("exitcode: 16", "exitcode: 17")]
+    j = judge(TRANSIENT, _ended(lines, JobState.FAILED, 1), RestartHistory())
+    assert j.decision.action is DecisionAction.STOP and "exit 17" in j.decision.reason
+
+
+@pytest.mark.parametrize(("iteration", "is_end", "action", "kind"), [
+    (120, False, DecisionAction.RESTART, OutcomeKind.EARLY_EXIT),  # saved mid-run: resume it
+    (120, True, DecisionAction.STOP, OutcomeKind.SUCCESS),  # the experiment stops early on purpose
+    (400, False, DecisionAction.STOP, OutcomeKind.SUCCESS),  # the counter reached its total
+])  # fmt: skip
+def test_exit_0_is_completion_only_at_the_last_iteration(
+    iteration: int, is_end: bool, action: DecisionAction, kind: OutcomeKind
+) -> None:
+    """Exit 0 after Megatron's SIGTERM save at iteration 120 of 400 is resubmitted (the `scheduler` rule,
+    refilled by progress); at 400/400, or when the experiment says an early exit is its end, it is done."""
+    lines = [f" [2026-11-23 01:46:00] iteration      {iteration}/     400 | lm loss: 4.1E+00 |",
+             f"saving checkpoint at iteration {iteration:7d} to /ckpt in torch_dist format",
+             f"  successfully saved checkpoint from iteration {iteration:7d} to /ckpt",
+             "exiting program after receiving SIGTERM."]  # fmt: skip
+    j = judge(TRANSIENT, _ended(lines, JobState.COMPLETED, 0), RestartHistory(), early_exit_is_end=is_end)
+    assert (j.decision.action, j.outcome.kind) == (action, kind)
+    if action is DecisionAction.RESTART:
+        assert j.decision.rule == "scheduler" and j.evidence.error_type == "exit_before_end"

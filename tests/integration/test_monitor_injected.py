@@ -1,0 +1,109 @@
+"""The real Monitor over an injected executor: no Slurm, no processes; real files, SQLite and tailer.
+
+The executor is the boundary the monitor acts through, so a scripted one shows exactly what the
+monitor asked of it (submissions, cancels) for log lines the test writes itself.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.config.experiment import load_jobs
+from oellm_autoexp.core.job_record import JobRecord
+from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.plan import build_plans, log_path_for
+from oellm_autoexp.daemon.monitor import Monitor
+from oellm_autoexp.daemon.session import create_session
+
+DEADLINE_S = 30.0
+OOM = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 279.60 GiB."
+TEARDOWN = "W1123 08:38:16.716000 655 torch/distributed/elastic/multiprocessing/api.py:1012] Sending process 782 closing signal SIGTERM"
+
+
+class ScriptedExecutor:
+    """Jobs that run until cancelled; every call the monitor makes is kept."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.submitted: list[str] = []
+        self.cancelled: list[str] = []
+
+    def submit(
+        self, script: Path, *, extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None
+    ) -> str:
+        self.submitted.append(f"scripted-{len(self.submitted) + 1}")
+        return self.submitted[-1]
+
+    def query(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
+        state = {True: JobState.CANCELLED, False: JobState.RUNNING}
+        return {j: JobRecord(j, state[j in self.cancelled], "scripted", nodes=("gpu07",)) for j in job_ids}
+
+    def find_by_tag(self, tag: str) -> str | None:
+        return None
+
+    def cancel(self, job_id: str) -> None:
+        self.cancelled.append(job_id)
+
+
+def _wait(condition, what: str):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + DEADLINE_S
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return value
+
+
+def test_a_fatal_line_in_a_running_job_is_judged_and_carried_out(tmp_path: Path) -> None:
+    """With the executor injected, the monitor submits through it, reads the job's log, and on a rank's
+    OOM (the job still RUNNING, as blocked NCCL peers keep it) cancels it through the executor and
+    records one stop, after the settle window, within seconds."""
+    experiment = {
+        "defaults": [{"slurm": "local"}, {"backend": "command"}, {"restart": "megatron_transient"}],
+        "experiment": {"name": "inj", "output_dir": str(tmp_path / "out")},
+        "executor": "local",
+        "backend": {"command": ["true"]},
+        "monitoring": {"poll_interval_s": 0.2, "log_poll_interval_s": 0.2, "fatal_settle_s": 1},
+    }
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump(experiment))
+    plans = build_plans(load_jobs(path, []), str(tmp_path))
+    executor = ScriptedExecutor()
+    stop = threading.Event()
+    result: list[int] = []
+    with SQLiteStore(tmp_path / "state") as store:
+        session, _ = create_session(store, plans, name="inj", config_path=str(path), now=datetime.now(UTC))
+        monitor = Monitor(store, [session.id], state_dir=tmp_path / "state", say=lambda _l: None,
+                          executor_factory=lambda _name, _state: executor)  # fmt: skip
+        thread = threading.Thread(target=lambda: result.append(monitor.run(stop)))
+        thread.start()
+        try:
+            job_id = _wait(lambda: executor.submitted and executor.submitted[0], "the first submission")
+            log = Path(log_path_for(plans[0], job_id))
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(" iteration        1/     100 | lm loss: 1.0 |\n")
+            time.sleep(0.5)
+            with log.open("a") as handle:
+                handle.write(f"{OOM}\n{TEARDOWN}\n")
+            written = time.monotonic()
+            _wait(lambda: executor.cancelled, "the cancel")
+            took = time.monotonic() - written
+            thread.join(DEADLINE_S)
+        finally:
+            stop.set()
+            thread.join(DEADLINE_S)
+        (job,) = store.jobs_for_session(session.id)
+        decisions = store.decisions_for_job(job.id)
+    assert result == [1] and executor.cancelled == ["scripted-1"] and executor.submitted == ["scripted-1"]
+    assert 1.0 <= took < 10.0
+    assert [(d.action, d.reason) for d in decisions] == [
+        ("stop", "Permanent failure detected (excluded error_type: oom)")
+    ]
+    assert job.status == "stopped" and decisions[0].evidence["trigger"] == "fatal_line"
