@@ -9,6 +9,7 @@ Ctrl-C (or SIGTERM) stops monitoring, not the jobs: resume with
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from oellm_autoexp.adapters.submission import state_dir
@@ -30,8 +31,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run_command(args: argparse.Namespace) -> int:
-    store, session, _failed = submit_session(args)
+    """0 when every job completed; 1 when one did not, or its first submission was refused."""
+    store, session, failed = submit_session(args)
     with store:
+        if len(failed) == len(store.jobs_for_session(session.id)):
+            print(
+                f"nothing could be submitted ({len(failed)} job(s) refused); not monitoring", file=sys.stderr
+            )
+            return 1
         view = LiveView(lambda: render_table(status_rows(store, session), STATUS_COLUMNS))
         code = monitor_in_foreground(
             store,
@@ -46,7 +53,7 @@ def run_command(args: argparse.Namespace) -> int:
             if latest and latest.log_path:
                 print(f"--- {job.name}: last lines of {latest.log_path}")
                 print("\n".join(tail_lines(Path(latest.log_path), TAIL_LINES)))
-    return code
+    return max(code, 1) if failed else code
 
 
 def tail_lines(path: Path, count: int) -> list[str]:

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from oellm_autoexp.config.flow_list import split_flow_list
 from oellm_autoexp.config.keys import check_path_exists, close_matches, dotted
 from oellm_autoexp.config.provenance import Provenance
 from oellm_autoexp.errors import UserError
@@ -32,6 +33,7 @@ KeyPath = tuple[str, ...]
 CONFIG_DIR_ENV = "AUTOEXP_CONFIG_DIR"
 SHIPPED_CONFIG_ENV = "AUTOEXP_SHIPPED_CONFIG"
 COMMAND_LINE = "command line"
+DEFAULT_OUTPUT_DIR = "outputs/${experiment.name}"  # when the experiment names none
 # Groups whose content lands under another key: `- sweeps: lr_grid` fills `sweep`.
 GROUP_TARGETS: dict[str, KeyPath] = {"sweeps": ("sweep",)}
 
@@ -80,6 +82,12 @@ def read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"{path}: cannot read config file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise UserError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start});"
+            " save the file as UTF-8"
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -124,9 +132,24 @@ def compose_mapping(
     prov = Provenance(default=source)
     _apply_defaults(entries, source, dirs, out, prov, [source])
     merge(out, own, (), prov, source)
+    _default_experiment(out, Path(source), prov)
     for override in parsed:
         apply_override(out, override, prov, COMMAND_LINE)
     return Composed(out, prov, source)
+
+
+def _default_experiment(out: dict[str, Any], exp_path: Path, prov: Provenance) -> None:
+    """A composition without an `experiment:` section (only a defaults list) still plans: the
+    name defaults to the YAML file's stem, the output dir to outputs/<name>."""
+    section = out.get("experiment")
+    if section is None:
+        section = out["experiment"] = {}
+    if not isinstance(section, dict):
+        return  # validation names the key and what it expected
+    for key, value in (("name", exp_path.stem), ("output_dir", DEFAULT_OUTPUT_DIR)):
+        if key not in section:
+            section[key] = value
+            prov.record(("experiment", key), f"{exp_path} (default)")
 
 
 def parse_override(text: str) -> Override:
@@ -138,8 +161,29 @@ def parse_override(text: str) -> Override:
     try:
         value = yaml.safe_load(raw) if raw.strip() else raw
     except yaml.YAMLError:
-        value = raw  # not YAML: take it as the literal string
+        value = _unparsed_value(raw, key, text)
     return Override(tuple(key.split(".")), value, add, text)
+
+
+def _unparsed_value(raw: str, key: str, text: str) -> Any:
+    """A value YAML could not read: a plain string, unless it looks like a list or a mapping.
+
+    `[--steps,"20",--dir,${experiment.output_dir}/ckpt]` is no YAML (`{` opens a mapping in a
+    flow list) but is meant as a list: its items are split on top-level commas. Anything
+    bracketed that still does not split cleanly is an error naming the key, never one string.
+    """
+    stripped = raw.strip()
+    if stripped.startswith("[") and stripped.endswith("]"):
+        items = split_flow_list(stripped[1:-1])
+        if items is not None:
+            return items
+    if stripped[:1] in "[{":
+        kind = "list [a,b,...]" if stripped.startswith("[") else "mapping {k: v}"
+        raise UserError(
+            f"{COMMAND_LINE}: override {text!r}: the value of {key} looks like a {kind} but does not parse;"
+            " quote items that contain commas, brackets or braces, e.g. [a,'b,c']"
+        )
+    return raw  # not YAML: take it as the literal string
 
 
 def apply_override(data: dict[str, Any], override: Override, prov: Provenance, source: str) -> None:

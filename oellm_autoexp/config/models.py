@@ -20,12 +20,14 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DIRECTIVE = re.compile(r"^[a-z][a-z0-9-]*$")
 
+NAME_MAX_CHARS = 128
 SbatchValue = str | int | float | bool | None
 EnvValue = str | int | float | bool
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # `args=[--steps,40]`: a number given where a string is wanted is that string ("40").
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 
 
 def _no_control(value: str, what: str) -> str:
@@ -35,7 +37,11 @@ def _no_control(value: str, what: str) -> str:
 
 
 class ExperimentConfig(StrictModel):
-    name: str = Field(min_length=1, description="experiment name; sweep points append their key")
+    # Names become file, directory and Slurm job names (255 bytes at most on most filesystems,
+    # and sweep points append their key): refuse a longer one up front.
+    name: str = Field(
+        min_length=1, max_length=NAME_MAX_CHARS, description="experiment name; sweep points append their key"
+    )
     output_dir: str = Field(description="base output dir; each sweep point gets a sub-directory")
     description: str = ""
 
