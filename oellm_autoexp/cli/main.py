@@ -14,6 +14,7 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
+from oellm_autoexp import __version__
 from oellm_autoexp.errors import UserError
 
 _NOT_COMMANDS = {"main"}
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="autoexp",
         description="Submit training runs to Slurm and keep them alive.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--state-dir",
         default=None,
