@@ -14,6 +14,7 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
+from oellm_autoexp import __version__
 from oellm_autoexp.adapters.store_buffer import is_disk_full
 from oellm_autoexp.adapters.submission import state_dir
 from oellm_autoexp.errors import UserError
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="autoexp",
         description="Submit training runs to Slurm and keep them alive.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--state-dir",
         default=None,

@@ -3,7 +3,9 @@
 Config search path, first match wins:
   1. every `--config-dir` given on the command line, in order;
   2. every directory in $AUTOEXP_CONFIG_DIR (os.pathsep-separated);
-  3. the shipped `config/` directory (`shipped_config_dir()`).
+  3. `config/` beside the experiment file, when there is one (`with_experiment_dir()`);
+  4. the shipped groups (`shipped_config_dir()`: package data of an installed wheel, or the
+     checkout's `config/`).
 
 A defaults entry `backend/megatron: llama1_8b_qkln` reads
 `<dir>/backend/megatron/llama1_8b_qkln.yaml` from the first directory that has
@@ -16,6 +18,7 @@ group named in the defaults list swaps that entry).
 from __future__ import annotations
 
 import copy
+import importlib.resources
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +35,10 @@ from oellm_autoexp.errors import UserError
 KeyPath = tuple[str, ...]
 CONFIG_DIR_ENV = "AUTOEXP_CONFIG_DIR"
 SHIPPED_CONFIG_ENV = "AUTOEXP_SHIPPED_CONFIG"
+# Where setup.py's build hook puts a copy of the repository's config/ inside a wheel.
+SHIPPED_PACKAGE_DIR = "_shipped"
+# The project's own groups next to its experiment file (what `autoexp init` writes).
+EXPERIMENT_CONFIG_DIR = "config"
 COMMAND_LINE = "command line"
 DEFAULT_OUTPUT_DIR = "outputs/${experiment.name}"  # when the experiment names none
 # Groups whose content lands under another key: `- sweeps: lr_grid` fills `sweep`.
@@ -56,16 +63,56 @@ class Override:
 
 
 def shipped_config_dir() -> Path:
-    """The `config/` directory shipped with the package.
+    """The config groups shipped with autoexp.
 
-    The repository keeps it at the top level next to the package, which is
-    where a checkout or an editable install finds it; $AUTOEXP_SHIPPED_CONFIG
-    points elsewhere (e.g. for a wheel install that copied it).
+    $AUTOEXP_SHIPPED_CONFIG wins; then the package data of an installed wheel
+    (`oellm_autoexp/_shipped/`, found through importlib.resources); then the
+    repository's top-level `config/`, which is where a checkout or an editable
+    install keeps them.
     """
     explicit = os.environ.get(SHIPPED_CONFIG_ENV)
     if explicit:
         return Path(explicit)
-    return Path(__file__).resolve().parents[2] / "config"
+    return _packaged_config_dir() or Path(__file__).resolve().parents[2] / "config"
+
+
+def _packaged_config_dir() -> Path | None:
+    packaged = importlib.resources.files("oellm_autoexp") / SHIPPED_PACKAGE_DIR
+    # A wheel installs unzipped, so the resource is a real directory (a Path).
+    return packaged if isinstance(packaged, Path) and packaged.is_dir() else None
+
+
+def with_experiment_dir(dirs: Sequence[Path], experiment: Path) -> list[Path]:
+    """`dirs` with `config/` beside the experiment file put before the shipped groups.
+
+    A project keeps its own groups next to its experiments and needs no --config-dir.
+    """
+    beside = experiment.parent / EXPERIMENT_CONFIG_DIR
+    if not beside.is_dir() or any(_same_dir(beside, d) for d in dirs):
+        return list(dirs)
+    shipped = shipped_config_dir()
+    cut = next((i for i, d in enumerate(dirs) if _same_dir(d, shipped)), len(dirs))
+    return [*dirs[:cut], beside, *dirs[cut:]]
+
+
+def labelled_search_path(
+    config_dirs: Sequence[str | Path], experiment: Path | None, environ: Mapping[str, str] | None = None
+) -> list[tuple[str, Path]]:
+    """The search path with the reason each directory is on it, for `autoexp config show`."""
+    env = os.environ if environ is None else environ
+    from_env = [p for p in env.get(CONFIG_DIR_ENV, "").split(os.pathsep) if p]
+    labelled = [("--config-dir", Path(p)) for p in config_dirs]
+    labelled += [(f"${CONFIG_DIR_ENV}", Path(p)) for p in from_env]
+    shipped = shipped_config_dir()
+    if experiment is not None:
+        beside = experiment.parent / EXPERIMENT_CONFIG_DIR
+        if beside.is_dir() and not any(_same_dir(beside, d) for d in [*(d for _, d in labelled), shipped]):
+            labelled.append(("beside the experiment", beside))
+    return [*labelled, ("shipped", shipped)]
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    return a.resolve() == b.resolve()
 
 
 def search_path(
@@ -117,6 +164,7 @@ def compose(config: str | Path, overrides: Sequence[str] = (), dirs: Sequence[Pa
     """Experiment file + its defaults + overrides -> Composed. Raises UserError."""
     dirs = list(dirs) or search_path()
     exp_path = find_experiment(config, dirs)
+    dirs = with_experiment_dir(dirs, exp_path)
     return compose_mapping(read_yaml(exp_path), str(exp_path), overrides, dirs)
 
 
@@ -311,9 +359,11 @@ __all__ = [
     "compose",
     "compose_mapping",
     "dotted",
+    "labelled_search_path",
     "merge",
     "parse_override",
     "read_yaml",
     "search_path",
     "shipped_config_dir",
+    "with_experiment_dir",
 ]

@@ -12,11 +12,12 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 import jinja2
 
-TEMPLATES = Path(__file__).parent / "templates"
+# Package data (core/templates/), loaded through the package's import machinery so that it
+# is found wherever the package is installed.
+TEMPLATE_PACKAGE = ("oellm_autoexp.core", "templates")
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def _shell_quote(value: object) -> str:
 @cache
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        loader=jinja2.PackageLoader(*TEMPLATE_PACKAGE),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
