@@ -116,7 +116,7 @@ class LocalExecutor:
         deadline = time.monotonic() + self.kill_wait_s
         while time.monotonic() < deadline and (self._alive(info) or _any_alive(strays)):
             time.sleep(0.1)
-        strays = _processes_with(str(info.get("key") or "")) | {p for p in strays if _pid_alive(p, None)}
+        strays = _processes_with(str(info.get("key") or "")) | {p for p in strays if _running(p)}
         if self._alive(info) or strays:
             self._signal_group(info, signal.SIGKILL)
             _signal_pids(strays, signal.SIGKILL)
@@ -224,7 +224,16 @@ def _signal_pids(pids: set[int], signum: int) -> None:
 
 
 def _any_alive(pids: set[int]) -> bool:
-    return any(_pid_alive(p, None) for p in pids)
+    return any(_running(p) for p in pids)
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie (a container's init may never reap one)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _ended_record(job_id: str, ended: Mapping[str, Any], cancelled: bool, start: datetime) -> JobRecord:
