@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from oellm_autoexp.adapters import command_timing
+from oellm_autoexp.adapters.command_timing import CommandFailure
 from oellm_autoexp.adapters.executor import ExecutorError
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState
@@ -32,7 +35,11 @@ _FORGOTTEN = ("Invalid job id", "already completing or completed", "Job/step alr
 def run_slurm_command(
     argv: Sequence[str], timeout_s: float = COMMAND_TIMEOUT_S, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run one Slurm CLI command; ExecutorError if it is missing, hangs or fails."""
+    """Run one Slurm CLI command; ExecutorError if it is missing, hangs or fails.
+
+    Every run is reported (adapters/command_timing.py) with its time and how it failed.
+    """
+    started = time.monotonic()
     try:
         done = subprocess.run(
             list(argv),
@@ -44,9 +51,12 @@ def run_slurm_command(
             env=None if env is None else {**os.environ, **env},
         )
     except FileNotFoundError as exc:
+        command_timing.report_since(argv[0], started, CommandFailure.MISSING)
         raise ExecutorError(f"{argv[0]}: command not found (is Slurm installed?)") from exc
     except subprocess.TimeoutExpired as exc:
+        command_timing.report_since(argv[0], started, CommandFailure.TIMEOUT)
         raise ExecutorError(f"{argv[0]} did not answer within {timeout_s:g} s") from exc
+    command_timing.report_since(argv[0], started, CommandFailure.EXIT_STATUS if done.returncode else None)
     if done.returncode != 0:
         raise ExecutorError(f"{argv[0]} failed ({done.returncode}): {(done.stderr or done.stdout).strip()}")
     return done

@@ -13,12 +13,14 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.cli._metrics import add_metrics_args, check_metrics_args, metrics_argv, metrics_observer
 from oellm_autoexp.cli._sessions import active_sessions, find_session, open_store
 from oellm_autoexp.daemon.monitor import Monitor
+from oellm_autoexp.daemon.observer import MonitorObserver
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     which.add_argument("--session-id", help="session id or name")
     which.add_argument("--all", action="store_true", help="every active session")
     parser.add_argument("--detach", action="store_true", help="run in the background (pid file + log)")
+    add_metrics_args(parser)
     parser.set_defaults(func=monitor_session_command)
 
 
@@ -39,8 +42,10 @@ def monitor_session_command(args: argparse.Namespace) -> int:
             return 0
         ids = [s.id for s in sessions]
         if args.detach:
-            return detach(state, ids)
-        return monitor_in_foreground(store, state, ids)
+            check_metrics_args(args)
+            return detach(state, ids, metrics_argv(args))
+        metrics = metrics_observer(args, store)
+        return monitor_in_foreground(store, state, ids, observers=[metrics] if metrics else [])
     finally:
         store.close()
 
@@ -52,8 +57,12 @@ def monitor_in_foreground(
     *,
     say: Callable[[str], None] | None = None,
     on_poll: Callable[[], None] | None = None,
+    observers: Sequence[MonitorObserver] = (),
 ) -> int:
-    """Run the monitor here until the sessions finish or SIGTERM/SIGINT arrives."""
+    """Run the monitor here until the sessions finish or SIGTERM/SIGINT arrives.
+
+    `observers` (metrics) are closed when it returns, whatever happened.
+    """
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -62,19 +71,23 @@ def monitor_in_foreground(
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return Monitor(store, session_ids, state_dir=state, say=say, on_poll=on_poll).run(stop)
+        monitor = Monitor(store, session_ids, state_dir=state, say=say, on_poll=on_poll, observers=observers)
+        return monitor.run(stop)
     finally:
+        for observer in observers:
+            observer.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
 
 
-def detach(state: Path, session_ids: list[int]) -> int:
+def detach(state: Path, session_ids: list[int], extra_argv: Sequence[str] = ()) -> int:
     """Start `autoexp monitor-session` for the sessions as a background daemon."""
     label = "-".join(str(i) for i in session_ids)
     log = state / f"monitor-{label}.log"
     pid_file = state / f"monitor-{label}.pid"
     argv = [sys.executable, "-m", "oellm_autoexp", "--state-dir", str(state), "monitor-session"]
     argv += ["--session-id", str(session_ids[0])] if len(session_ids) == 1 else ["--all"]
+    argv += extra_argv
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True

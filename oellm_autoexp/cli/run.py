@@ -13,6 +13,7 @@ from pathlib import Path
 
 from oellm_autoexp.adapters.submission import state_dir
 from oellm_autoexp.cli._live import LiveView
+from oellm_autoexp.cli._metrics import add_metrics_args, metrics_observer
 from oellm_autoexp.cli._views import render_table
 from oellm_autoexp.cli.monitor_session import monitor_in_foreground
 from oellm_autoexp.cli.status import STATUS_COLUMNS, status_rows
@@ -26,11 +27,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "run", help="submit every job, then monitor and restart them until they end"
     )
     add_submit_args(parser)
+    add_metrics_args(parser)
     parser.set_defaults(func=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
-    store, session, _failed = submit_session(args)
+    metrics = metrics_observer(args, None)  # listening (or refused) before anything is submitted
+    try:
+        store, session, _failed = submit_session(args)
+    except BaseException:
+        if metrics is not None:
+            metrics.close()
+        raise
+    if metrics is not None:
+        metrics.store = store
     with store:
         view = LiveView(lambda: render_table(status_rows(store, session), STATUS_COLUMNS))
         code = monitor_in_foreground(
@@ -39,6 +49,7 @@ def run_command(args: argparse.Namespace) -> int:
             [session.id],
             say=view.say,
             on_poll=view.redraw,
+            observers=[metrics] if metrics else [],
         )
         print(render_table(status_rows(store, store.get_session(session.id) or session), STATUS_COLUMNS))
         for job in store.jobs_for_session(session.id):

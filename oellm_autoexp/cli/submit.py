@@ -14,6 +14,7 @@ import time
 from oellm_autoexp.adapters.store import SessionInfo, SQLiteStore
 from oellm_autoexp.adapters.submission import state_dir
 from oellm_autoexp.cli._common import add_config_args, load_plans
+from oellm_autoexp.cli._metrics import add_metrics_args, check_metrics_args, metrics_argv
 from oellm_autoexp.cli.monitor_session import detach
 from oellm_autoexp.daemon.session import start_session
 
@@ -24,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--no-monitor", action="store_true", help="only submit; `autoexp monitor-session` can take it later"
     )
+    add_metrics_args(parser)  # for the background monitor
     parser.set_defaults(func=submit_command)
 
 
@@ -62,10 +64,11 @@ def submit_session(args: argparse.Namespace) -> tuple[SQLiteStore, SessionInfo, 
 
 
 def submit_command(args: argparse.Namespace) -> int:
+    check_metrics_args(args)  # before anything is submitted
     store, session, failed = submit_session(args)
     store.close()
     if not args.no_monitor:
-        detach(state_dir(getattr(args, "state_dir", None)), [session.id])
+        detach(state_dir(getattr(args, "state_dir", None)), [session.id], metrics_argv(args))
     else:
         print(f"not monitored; resume with: autoexp monitor-session --session-id {session.id}")
     return 1 if failed else 0
