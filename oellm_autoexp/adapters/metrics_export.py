@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest, start_http_server
 
 from oellm_autoexp.adapters.atomic_file import write_text_atomic
 from oellm_autoexp.errors import UserError
+
+
+# Counters' `_created` series (their creation time) double the textfile and say nothing here.
+disable_created_metrics()
 
 
 class MetricsEndpoint:
