@@ -17,7 +17,6 @@ from prometheus_client import CollectorRegistry, disable_created_metrics, genera
 from oellm_autoexp.adapters.atomic_file import write_text_atomic
 from oellm_autoexp.errors import UserError
 
-
 # Counters' `_created` series (their creation time) double the textfile and say nothing here.
 disable_created_metrics()
 

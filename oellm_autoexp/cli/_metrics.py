@@ -17,7 +17,11 @@ INSTALL_HINT = "pip install 'oellm-autoexp[metrics]'"
 
 
 def has_prometheus_client() -> bool:
-    return importlib.util.find_spec("prometheus_client") is not None
+    """Installed (found without importing it: every `autoexp` command builds these flags)."""
+    try:
+        return importlib.util.find_spec("prometheus_client") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def add_metrics_args(parser: argparse.ArgumentParser) -> None:

@@ -34,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def monitor_session_command(args: argparse.Namespace) -> int:
+    check_metrics_args(args)
     store, state = open_store(args)
     try:
         sessions = active_sessions(store) if args.all else [find_session(store, args.session_id)]
@@ -42,7 +43,6 @@ def monitor_session_command(args: argparse.Namespace) -> int:
             return 0
         ids = [s.id for s in sessions]
         if args.detach:
-            check_metrics_args(args)
             return detach(state, ids, metrics_argv(args))
         metrics = metrics_observer(args, store)
         return monitor_in_foreground(store, state, ids, observers=[metrics] if metrics else [])
