@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from oellm_autoexp.core.job_record import JobRecord
+from oellm_autoexp.core.strays import TaggedJob
 
 
 class ExecutorError(Exception):
@@ -23,8 +24,16 @@ class ExecutorError(Exception):
     """
 
 
+class ExecutorTimeout(ExecutorError):
+    """A command did not answer in time: it may still have done what it was asked (sbatch)."""
+
+
 class Executor(Protocol):
     name: str  # "slurm" | "local"
+    # Seconds after which a submission started by a monitor that died can no longer appear:
+    # the submit command's timeout plus the controller's lag. Younger unconfirmed intents
+    # are never abandoned (their sbatch may still be running).
+    settle_s: float
 
     def submit(
         self,
@@ -46,6 +55,13 @@ class Executor(Protocol):
         Slurm: ONE squeue call for all ids, then ONE sacct call for the ids
         squeue no longer lists. An id neither knows is JobState.UNKNOWN with
         source "none". Raises ExecutorError if the commands fail or hang.
+        """
+        ...
+
+    def query_tagged(self, job_ids: Sequence[str]) -> tuple[dict[str, JobRecord], list[TaggedJob]]:
+        """query(), plus the live jobs that carry a submit tag (`--comment`), from the same call.
+
+        What the stray net (core/strays.py) matches against the attempts the store knows.
         """
         ...
 

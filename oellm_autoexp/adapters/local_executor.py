@@ -36,6 +36,7 @@ from oellm_autoexp.adapters.executor import ExecutorError
 from oellm_autoexp.adapters.local_runner import EXIT_FILE
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.strays import TAG_PREFIX, TaggedJob
 
 ID_PREFIX = "local-"
 JOB_KEY_ENV = "AUTOEXP_LOCAL_JOB_KEY"  # in every process of a local job: its job dir
@@ -45,6 +46,7 @@ _UNSUPPORTED = ("--dependency", "-d", "--array", "-a")
 
 class LocalExecutor:
     name = "local"
+    settle_s = 0.0  # a submission runs inside the monitor: it dies with it, nothing is left pending
 
     def __init__(self, state_dir: str | Path, kill_wait_s: float = KILL_WAIT_S) -> None:
         self.root = Path(state_dir) / "local_jobs"
@@ -120,6 +122,18 @@ class LocalExecutor:
             _signal_pids(strays, signal.SIGKILL)
             if not (job_dir / EXIT_FILE).exists():
                 write_json_atomic(job_dir / EXIT_FILE, {"exit_code": 0, "signal": 9, "end": time.time()})
+
+    def query_tagged(self, job_ids: Sequence[str]) -> tuple[dict[str, JobRecord], list[TaggedJob]]:
+        """query(), plus every live local job that carries a submit tag."""
+        records = self.query(job_ids)
+        tagged = []
+        for info_file in self.root.glob("*/job.json") if self.root.is_dir() else ():
+            info = _read_json(info_file)
+            comment = str(info.get("comment") or "") if info is not None else ""
+            if info is not None and comment.startswith(TAG_PREFIX):
+                record = self._record(str(info["job_id"]))
+                tagged.append(TaggedJob(record.job_id, comment, record.state))
+        return records, tagged
 
     def find_by_tag(self, tag: str) -> str | None:
         """The local job submitted with `--comment=<tag>`, if any."""

@@ -7,7 +7,9 @@ poll" for the monitor, never a failed job. Parsing lives in core/slurm_parse.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -15,19 +17,26 @@ from pathlib import Path
 
 from oellm_autoexp.adapters import command_timing
 from oellm_autoexp.adapters.command_timing import CommandFailure
-from oellm_autoexp.adapters.executor import ExecutorError
+from oellm_autoexp.adapters.executor import ExecutorError, ExecutorTimeout
+from oellm_autoexp.adapters.parent_death import die_with_parent
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState
 from oellm_autoexp.core.slurm_parse import (
     SACCT_FORMAT,
+    SEP,
     SQUEUE_FORMAT,
     find_comment,
     parse_sacct,
     parse_sbatch_parsable,
     parse_squeue,
+    parse_squeue_tagged,
 )
+from oellm_autoexp.core.strays import TAG_PREFIX, TaggedJob
 
 COMMAND_TIMEOUT_S = 30.0
+# How long after sbatch returns a job can still be missing from squeue/sacct (the accounting
+# loop runs every few seconds; busy controllers lag more).
+CONTROLLER_LAG_S = 15.0
 # Printed by squeue/scancel for ids the controller has already forgotten (MinJobAge).
 _FORGOTTEN = ("Invalid job id", "already completing or completed", "Job/step already")
 
@@ -35,31 +44,47 @@ _FORGOTTEN = ("Invalid job id", "already completing or completed", "Job/step alr
 def run_slurm_command(
     argv: Sequence[str], timeout_s: float = COMMAND_TIMEOUT_S, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run one Slurm CLI command; ExecutorError if it is missing, hangs or fails.
+    """Run one Slurm CLI command; ExecutorError if it is missing or fails, ExecutorTimeout if it hangs.
 
-    Every run is reported (adapters/command_timing.py) with its time and how it failed.
+    The command dies with the thread that started it (a SIGKILLed monitor leaves no
+    sbatch behind to submit a job nobody tracks), and a timeout kills its whole
+    process group (a wrapper script's children too). Every run is reported
+    (adapters/command_timing.py) with its time and how it failed.
     """
     started = time.monotonic()
     try:
-        done = subprocess.run(
+        proc = subprocess.Popen(
             list(argv),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
             stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             env=None if env is None else {**os.environ, **env},
+            start_new_session=True,
+            preexec_fn=die_with_parent(os.getpid()),
         )
     except FileNotFoundError as exc:
         command_timing.report_since(argv[0], started, CommandFailure.MISSING)
         raise ExecutorError(f"{argv[0]}: command not found (is Slurm installed?)") from exc
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
+        _kill_group(proc)
         command_timing.report_since(argv[0], started, CommandFailure.TIMEOUT)
-        raise ExecutorError(f"{argv[0]} did not answer within {timeout_s:g} s") from exc
-    command_timing.report_since(argv[0], started, CommandFailure.EXIT_STATUS if done.returncode else None)
-    if done.returncode != 0:
-        raise ExecutorError(f"{argv[0]} failed ({done.returncode}): {(done.stderr or done.stdout).strip()}")
-    return done
+        raise ExecutorTimeout(f"{argv[0]} did not answer within {timeout_s:g} s") from exc
+    except BaseException:
+        _kill_group(proc)
+        raise
+    command_timing.report_since(argv[0], started, CommandFailure.EXIT_STATUS if proc.returncode else None)
+    if proc.returncode != 0:
+        raise ExecutorError(f"{argv[0]} failed ({proc.returncode}): {(stderr or stdout).strip()}")
+    return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
 
 
 class SlurmExecutor:
@@ -67,6 +92,7 @@ class SlurmExecutor:
 
     def __init__(self, timeout_s: float = COMMAND_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
+        self.settle_s = timeout_s + CONTROLLER_LAG_S
 
     def submit(
         self, script: Path, *, extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None
@@ -86,6 +112,23 @@ class SlurmExecutor:
         done = self._sacct(missing) if missing else {}
         none = {i: JobRecord(i, JobState.UNKNOWN, "none") for i in ids}
         return {i: live.get(i) or done.get(i) or none[i] for i in ids}
+
+    def query_tagged(self, job_ids: Sequence[str]) -> tuple[dict[str, JobRecord], list[TaggedJob]]:
+        """query(), plus every live job of ours that carries a submit tag: ONE squeue call.
+
+        squeue lists all of this user's jobs with their comments; the requested ids it
+        does not list are asked of sacct (one call), as in query().
+        """
+        ids = list(dict.fromkeys(job_ids))
+        argv = ["squeue", "--noheader", "--me", "--states=all", "-o", f"{SQUEUE_FORMAT}{SEP}%k"]
+        text = run_slurm_command(argv, self.timeout_s).stdout
+        live, tagged = parse_squeue_tagged(text)
+        missing = [i for i in ids if i not in live]
+        done = self._sacct(missing) if missing else {}
+        records = {i: live.get(i) or done.get(i) or JobRecord(i, JobState.UNKNOWN, "none") for i in ids}
+        return records, [
+            TaggedJob(i, tag, live[i].state) for i, tag in tagged.items() if tag.startswith(TAG_PREFIX)
+        ]
 
     def find_by_tag(self, tag: str) -> str | None:
         """The job submitted with `--comment=<tag>`: squeue first, then sacct (ended jobs).

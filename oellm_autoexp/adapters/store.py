@@ -5,10 +5,10 @@ Everything the monitor must remember across restarts lives here, in one file
 migrations are in store_schema.py; docs/state_store.md describes both and the
 duplicate-safe submission protocol.
 
-- WAL mode, so a CLI reading the store never blocks the monitor writing it, and
-  a busy timeout, so two writers wait for each other instead of failing. WAL
-  needs every process on the same host: keep the state dir on a local disk or
-  run all commands of one session from one login node.
+- WAL mode on a local disk, so a CLI reading the store never blocks the monitor
+  writing it; the rollback journal on NFS/Lustre/GPFS/BeeGFS, where WAL's shared
+  memory cannot work across hosts (adapters/store_open.py). A busy timeout, so
+  two writers wait for each other instead of failing.
 - Every write transaction starts with BEGIN IMMEDIATE: it takes the write lock
   up front, so a read-then-write (a restart counter) cannot be interleaved with
   another writer and never fails half-way with SQLITE_BUSY.
@@ -25,9 +25,19 @@ from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import URL, CursorResult, Engine, create_engine, event, func, or_, select, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DatabaseError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from oellm_autoexp.adapters.store_open import (
+    check_is_database,
+    check_readable_state,
+    file_identity,
+    identity_problem,
+    journal_mode_for,
+    opening_error,
+    prepare_writable_state,
+    read_only_uri,
+)
 from oellm_autoexp.adapters.store_records import (
     AttemptInfo,
     DecisionInfo,
@@ -53,6 +63,7 @@ from oellm_autoexp.adapters.store_schema import (
     SessionStatus,
     SignalRow,
     StoreError,
+    check_schema,
     upgrade_schema,
 )
 from oellm_autoexp.core.job_state import JobState, is_terminal
@@ -92,9 +103,15 @@ class MonitorLockHeld(UserError):
     """Another monitor holds the session; the message names its pid and host."""
 
 
-def _make_engine(db_path: Path, busy_timeout_s: float) -> Engine:
-    """An engine whose connections are WAL, foreign-keyed, and begin as we say."""
-    engine = create_engine(URL.create("sqlite", database=str(db_path)))  # no escaping issues
+def _make_engine(
+    db_path: Path, busy_timeout_s: float, *, journal_mode: str | None, uri: str | None
+) -> Engine:
+    """An engine whose connections use `journal_mode` (None: leave it), are foreign-keyed, and
+    begin as we say. `uri`: a SQLite URI to open instead of the plain path (read-only)."""
+    if uri is None:
+        engine = create_engine(URL.create("sqlite", database=str(db_path)))  # no escaping issues
+    else:
+        engine = create_engine(URL.create("sqlite", database=uri, query={"uri": "true"}))
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -103,7 +120,8 @@ def _make_engine(db_path: Path, busy_timeout_s: float) -> Engine:
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        if journal_mode is not None:
+            cursor.execute(f"PRAGMA journal_mode = {journal_mode}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
@@ -118,24 +136,54 @@ class SQLiteStore:
     """The monitor's memory. Thread-safe: each call uses its own short transaction."""
 
     def __init__(
-        self, state_dir: Path = DEFAULT_STATE_DIR, *, busy_timeout_s: float = BUSY_TIMEOUT_S
+        self,
+        state_dir: Path = DEFAULT_STATE_DIR,
+        *,
+        busy_timeout_s: float = BUSY_TIMEOUT_S,
+        read_only: bool = False,
     ) -> None:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        """Open (a writer: create) the store in `state_dir`; UserError if that cannot be done.
+
+        `read_only`: create nothing, write nothing (status, sessions, explain); the journal
+        mode is then left as the writers set it (see adapters/store_open.py).
+        """
         self.path = state_dir / DB_FILENAME
-        self._engine = _make_engine(self.path, busy_timeout_s)
+        self.read_only = read_only
+        if read_only:
+            check_readable_state(state_dir, self.path)
+        else:
+            prepare_writable_state(state_dir, self.path)
+        check_is_database(self.path)
+        self.journal_mode = None if read_only else journal_mode_for(state_dir)
+        uri = read_only_uri(self.path) if read_only else None
+        self._engine = _make_engine(self.path, busy_timeout_s, journal_mode=self.journal_mode, uri=uri)
         self._read_sessions = sessionmaker(self._engine, expire_on_commit=False)
         self._write_sessions = sessionmaker(
             self._engine.execution_options(begin_immediate=True), expire_on_commit=False
         )
         try:
-            upgrade_schema(self._engine)
+            check_schema(self._engine) if read_only else upgrade_schema(self._engine)
+        except DatabaseError as exc:
+            self._engine.dispose()
+            raise opening_error(self.path, exc) from None
         except BaseException:
             self._engine.dispose()
             raise
+        self._identity = file_identity(self.path)  # is_intact() compares against it
 
     def close(self) -> None:
         """Close every pooled connection (and with them the WAL/shm file handles)."""
         self._engine.dispose()
+
+    # -- the database file itself (issue 13 D10) -------------------------------------------------
+
+    def is_intact(self) -> bool:
+        """False once autoexp.db was deleted or replaced since this store opened it."""
+        return self.file_problem() is None
+
+    def file_problem(self) -> str | None:
+        """Why the file is no longer the one opened (one line naming it); None while it is."""
+        return identity_problem(self.path, self._identity)
 
     def __enter__(self) -> SQLiteStore:
         return self

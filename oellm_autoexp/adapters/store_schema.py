@@ -25,6 +25,8 @@ from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from oellm_autoexp.errors import UserError
+
 
 class StoreError(Exception):
     """The store was asked for something that does not exist or cannot be."""
@@ -223,6 +225,19 @@ def _v2_to_v3(conn: Connection) -> None:
 # MIGRATIONS[i] upgrades a database from version i + 1 to version i + 2.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2, _v2_to_v3)
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
+
+
+def check_schema(engine: Engine) -> None:
+    """For a read-only open: StoreError unless the file is at this code's schema version."""
+    with engine.connect() as conn:
+        version = conn.exec_driver_sql("PRAGMA user_version").scalar_one()
+    if version != SCHEMA_VERSION:
+        raise UserError(
+            f"the state database is schema v{version}, this autoexp reads v{SCHEMA_VERSION}; "
+            "run a command that writes (e.g. `autoexp monitor-session`) to upgrade it"
+            if version < SCHEMA_VERSION
+            else f"the state database is schema v{version}, newer than this autoexp (v{SCHEMA_VERSION}); upgrade autoexp"
+        )
 
 
 def upgrade_schema(engine: Engine) -> None:

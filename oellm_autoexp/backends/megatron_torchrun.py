@@ -1,5 +1,8 @@
 """`megatron_torchrun` backend: torchrun ... <megatron_path>/pretrain_gpt.py --key value ...
 
+or, with `module`, `torchrun ... -m <module> --key value ...` (e.g. this project's
+oellm_autoexp.workloads.megatron_gpt, which takes Megatron's own flags).
+
 `--save` and `--load` always point at the job's checkpoint dir, so every
 resubmission of the same job resumes from its newest checkpoint.
 """
@@ -13,14 +16,16 @@ from typing import Any
 from oellm_autoexp.backends.base import LaunchContext, torchrun_launch_args
 from oellm_autoexp.config.models import MegatronTorchrunBackend
 
+# Megatron's --exit-signal default: what --exit-signal-handler listens for.
+DEFAULT_EXIT_SIGNAL = "SIGTERM"
+
 
 def build_argv(backend: MegatronTorchrunBackend, ctx: LaunchContext) -> list[str]:
-    script = str(PurePosixPath(backend.megatron_path) / backend.script)
     return [
         *backend.torchrun,
         *torchrun_launch_args(ctx),
         *backend.torchrun_args,
-        script,
+        *entry_point(backend),
         *megatron_args(backend.megatron),
         "--save",
         ctx.checkpoint_dir,
@@ -28,6 +33,22 @@ def build_argv(backend: MegatronTorchrunBackend, ctx: LaunchContext) -> list[str
         ctx.checkpoint_dir,
         *backend.extra_args,
     ]
+
+
+def entry_point(backend: MegatronTorchrunBackend) -> list[str]:
+    """`-m <module>`, or the training script (under megatron_path when that is set)."""
+    if backend.module:
+        return ["-m", backend.module]
+    script = backend.script or ""
+    return [str(PurePosixPath(backend.megatron_path) / script) if backend.megatron_path else script]
+
+
+def exit_signal(options: Mapping[str, Any]) -> str | None:
+    """The signal Megatron stops on (`TERM`, `USR1`...), or None without --exit-signal-handler."""
+    if not options.get("exit_signal_handler"):
+        return None
+    name = str(options.get("exit_signal") or DEFAULT_EXIT_SIGNAL)
+    return name.removeprefix("SIG")
 
 
 def megatron_args(options: Mapping[str, Any]) -> list[str]:

@@ -22,8 +22,8 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
         "--config-dir",
         action="append",
         default=[],
-        help="a directory of config groups searched before $AUTOEXP_CONFIG_DIR and the shipped config/ "
-        "(repeatable; the first match wins)",
+        help="a directory of config groups searched before $AUTOEXP_CONFIG_DIR, the config/ beside the "
+        "experiment file and the shipped groups (repeatable; the first match wins)",
     )
 
 

@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import shlex
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from oellm_autoexp.adapters.store import JobInfo, SessionInfo, SessionStatus, SQLiteStore
-from oellm_autoexp.adapters.submission import state_dir
+from oellm_autoexp.adapters.submission import DEFAULT_STATE_DIR, state_dir
+from oellm_autoexp.daemon.session_lock import refuse_if_monitored_elsewhere
 from oellm_autoexp.errors import UserError
 
 
-def open_store(args: argparse.Namespace) -> tuple[SQLiteStore, Path]:
+def open_store(args: argparse.Namespace, *, read_only: bool = False) -> tuple[SQLiteStore, Path]:
+    """The store of `--state-dir`; `read_only` for commands that only look (they create nothing).
+
+    A writer is refused while a monitor on another host holds a session (R6).
+    """
     directory = state_dir(getattr(args, "state_dir", None))
-    return SQLiteStore(directory), directory
+    store = SQLiteStore(directory, read_only=read_only)
+    if not read_only:
+        try:
+            refuse_if_monitored_elsewhere(store, datetime.now(UTC))
+        except BaseException:
+            store.close()
+            raise
+    return store, directory
 
 
 def find_session(store: SQLiteStore, ref: str) -> SessionInfo:
@@ -43,3 +58,10 @@ def find_job(store: SQLiteStore, session: SessionInfo, ref: str) -> JobInfo:
         names = ", ".join(j.name for j in store.jobs_for_session(session.id)) or "none"
         raise UserError(f"no job {ref!r} in session {session.id} (jobs: {names})")
     return job
+
+
+def resume_command(state: Path, session_ids: Sequence[int]) -> str:
+    """The exact `autoexp monitor-session` command that resumes monitoring these sessions."""
+    where = "" if state == Path(DEFAULT_STATE_DIR) else f" --state-dir {shlex.quote(str(state))}"
+    which = f"--session-id {session_ids[0]}" if len(session_ids) == 1 else "--all"
+    return f"autoexp{where} monitor-session {which}"

@@ -14,6 +14,9 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
+from oellm_autoexp import __version__
+from oellm_autoexp.adapters.store_buffer import is_disk_full
+from oellm_autoexp.adapters.submission import state_dir
 from oellm_autoexp.errors import UserError
 
 _NOT_COMMANDS = {"main"}
@@ -24,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="autoexp",
         description="Submit training runs to Slurm and keep them alive.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--state-dir",
         default=None,
@@ -53,6 +57,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        if not is_disk_full(exc):
+            raise
+        where = state_dir(getattr(args, "state_dir", None))
+        print(f"autoexp: error: no space left in {where} ({exc.__class__.__name__}: disk full); "
+              "the command stopped: free space on its filesystem and run it again",
+              file=sys.stderr)  # fmt: skip
+        return 1
 
 
 if __name__ == "__main__":

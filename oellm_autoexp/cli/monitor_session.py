@@ -13,14 +13,17 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from oellm_autoexp.adapters.store import SQLiteStore
 from oellm_autoexp.cli._metrics import add_metrics_args, check_metrics_args, metrics_argv, metrics_observer
-from oellm_autoexp.cli._sessions import active_sessions, find_session, open_store
+from oellm_autoexp.cli._sessions import active_sessions, find_session, open_store, resume_command
 from oellm_autoexp.daemon.monitor import Monitor
 from oellm_autoexp.daemon.observer import MonitorObserver
+
+DETACH_WAIT_S = 30.0  # how long --detach waits for the daemon to take its sessions' locks
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,7 +46,7 @@ def monitor_session_command(args: argparse.Namespace) -> int:
             return 0
         ids = [s.id for s in sessions]
         if args.detach:
-            return detach(state, ids, metrics_argv(args))
+            return detach(state, ids, store, extra_argv=metrics_argv(args))
         metrics = metrics_observer(args, store)
         return monitor_in_foreground(store, state, ids, observers=[metrics] if metrics else [])
     finally:
@@ -67,6 +70,7 @@ def monitor_in_foreground(
 
     def on_signal(signum: int, _frame: object) -> None:
         print(f"monitor: got signal {signum}; stopping (jobs keep running)", flush=True)
+        print(f"resume with: {resume_command(state, session_ids)}", flush=True)
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -80,18 +84,52 @@ def monitor_in_foreground(
             signal.signal(s, handler)
 
 
-def detach(state: Path, session_ids: list[int], extra_argv: Sequence[str] = ()) -> int:
-    """Start `autoexp monitor-session` for the sessions as a background daemon."""
+def detach(
+    state: Path, session_ids: list[int], store: SQLiteStore | None = None, *, extra_argv: Sequence[str] = ()
+) -> int:
+    """Start `autoexp monitor-session` for the sessions as a background daemon (`extra_argv`: its flags).
+
+    Waits until the daemon holds every session's lock (0), or it exits first: then its
+    refusal (another monitor holds a session...) is shown here with its exit code.
+    """
     label = "-".join(str(i) for i in session_ids)
     log = state / f"monitor-{label}.log"
     pid_file = state / f"monitor-{label}.pid"
     argv = [sys.executable, "-m", "oellm_autoexp", "--state-dir", str(state), "monitor-session"]
     argv += ["--session-id", str(session_ids[0])] if len(session_ids) == 1 else ["--all"]
     argv += extra_argv
+    start = log.stat().st_size if log.exists() else 0
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
+    code = _wait_for_locks(proc, state, session_ids, store)
+    if code is not None:
+        with open(log, "rb") as handle:
+            handle.seek(start)
+            said = handle.read().decode("utf-8", errors="replace").strip()
+        print(said or f"the background monitor exited at once ({code}); see {log}", file=sys.stderr)
+        return code or 1
     pid_file.write_text(f"{proc.pid}\n", encoding="utf-8")
     print(f"monitor started in the background: pid {proc.pid}, log {log}, pid file {pid_file}")
     return 0
+
+
+def _wait_for_locks(
+    proc: subprocess.Popen[bytes], state: Path, session_ids: list[int], store: SQLiteStore | None
+) -> int | None:
+    """None once `proc` holds every session's lock; its exit code if it ended first."""
+    reader = store or SQLiteStore(state)
+    deadline = time.monotonic() + DETACH_WAIT_S
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                return proc.returncode
+            held = [reader.get_session(sid) for sid in session_ids]
+            if all(s is not None and s.monitor_pid == proc.pid for s in held):
+                return None
+            time.sleep(0.1)
+        return None  # still starting (a slow machine): it reports into its log
+    finally:
+        if store is None:
+            reader.close()

@@ -9,7 +9,9 @@ Ctrl-C (or SIGTERM) stops monitoring, not the jobs: resume with
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from oellm_autoexp.adapters.submission import state_dir
 from oellm_autoexp.cli._live import LiveView
@@ -18,6 +20,9 @@ from oellm_autoexp.cli._views import render_table
 from oellm_autoexp.cli.monitor_session import monitor_in_foreground
 from oellm_autoexp.cli.status import STATUS_COLUMNS, status_rows
 from oellm_autoexp.cli.submit import add_submit_args, submit_session
+
+if TYPE_CHECKING:
+    from oellm_autoexp.daemon.metrics import MonitorMetrics  # optional dependency
 
 TAIL_LINES = 5  # of each job's log, shown when the run ends
 
@@ -32,16 +37,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run_command(args: argparse.Namespace) -> int:
+    """0 when every job completed; 1 when one did not, or its first submission was refused."""
     metrics = metrics_observer(args, None)  # listening (or refused) before anything is submitted
     try:
-        store, session, _failed = submit_session(args)
-    except BaseException:
+        return _submit_and_monitor(args, metrics)
+    finally:
         if metrics is not None:
             metrics.close()
-        raise
+
+
+def _submit_and_monitor(args: argparse.Namespace, metrics: MonitorMetrics | None) -> int:
+    store, session, failed = submit_session(args)
     if metrics is not None:
         metrics.store = store
     with store:
+        if len(failed) == len(store.jobs_for_session(session.id)):
+            print(
+                f"nothing could be submitted ({len(failed)} job(s) refused); not monitoring", file=sys.stderr
+            )
+            return 1
         view = LiveView(lambda: render_table(status_rows(store, session), STATUS_COLUMNS))
         code = monitor_in_foreground(
             store,
@@ -57,7 +71,7 @@ def run_command(args: argparse.Namespace) -> int:
             if latest and latest.log_path:
                 print(f"--- {job.name}: last lines of {latest.log_path}")
                 print("\n".join(tail_lines(Path(latest.log_path), TAIL_LINES)))
-    return code
+    return max(code, 1) if failed else code
 
 
 def tail_lines(path: Path, count: int) -> list[str]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import UTC, datetime
 
-from oellm_autoexp.adapters.store import SessionInfo, SQLiteStore
-from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_store
+from oellm_autoexp.adapters.store import SessionInfo, SessionStatus, SQLiteStore
+from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_store, resume_command
 from oellm_autoexp.cli._views import explain_lines, job_row, render_table
+from oellm_autoexp.daemon.session_lock import Liveness, monitor_liveness
 
 STATUS_COLUMNS = (
     "job",
@@ -47,21 +49,34 @@ def status_rows(store: SQLiteStore, session: SessionInfo) -> list[dict[str, obje
 
 
 def status_command(args: argparse.Namespace) -> int:
-    store, _ = open_store(args)
+    store, state = open_store(args, read_only=True)
     with store:
         session = find_session(store, args.session) if args.session else latest_session(store)
         rows = status_rows(store, session)
+        live = monitor_liveness(session, datetime.now(UTC))
+        resume = resume_command(state, [session.id])
         if args.json:
+            monitor = {"alive": live.alive, "detail": live.detail, "heartbeat_age_s": live.heartbeat_age_s}
             print(json.dumps({"session": session.id, "name": session.name, "status": session.status,
-                              "jobs": rows}, indent=2))  # fmt: skip
+                              "monitor": monitor, "jobs": rows}, indent=2))  # fmt: skip
         else:
             print(f"session {session.id} ({session.name}): {session.status}")
+            print(monitor_line(session, live, resume))
             print(render_table(rows, STATUS_COLUMNS))
     return 0
 
 
+def monitor_line(session: SessionInfo, live: Liveness, resume: str) -> str:
+    """`monitor: alive (...)`, or for an active session nobody watches, the command that resumes it."""
+    if live.alive:
+        return f"monitor: alive ({live.detail})"
+    if session.status != SessionStatus.ACTIVE.value:
+        return f"monitor: not running ({live.detail})"
+    return f"monitor: NOT RUNNING ({live.detail}); its jobs are not watched. Resume with: {resume}"
+
+
 def sessions_command(args: argparse.Namespace) -> int:
-    store, _ = open_store(args)
+    store, _ = open_store(args, read_only=True)
     with store:
         rows = [
             {"id": s.id, "name": s.name, "status": s.status, "created": f"{s.created_at:%Y-%m-%d %H:%M:%S}",
@@ -77,7 +92,7 @@ def sessions_command(args: argparse.Namespace) -> int:
 
 
 def explain_command(args: argparse.Namespace) -> int:
-    store, _ = open_store(args)
+    store, _ = open_store(args, read_only=True)
     with store:
         session = find_session(store, args.session) if args.session else latest_session(store)
         job = find_job(store, session, args.job)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
 
 from oellm_autoexp.adapters.store import SessionInfo, SQLiteStore
 from oellm_autoexp.adapters.submission import state_dir
 from oellm_autoexp.cli._common import add_config_args, load_plans
 from oellm_autoexp.cli._metrics import add_metrics_args, check_metrics_args, metrics_argv
+from oellm_autoexp.cli._sessions import open_store, resume_command
 from oellm_autoexp.cli.monitor_session import detach
 from oellm_autoexp.daemon.session import start_session
 
@@ -46,8 +48,7 @@ def submit_session(args: argparse.Namespace) -> tuple[SQLiteStore, SessionInfo, 
     if args.sbatch_arg:
         plans = [dataclasses.replace(p, sbatch_args=(*p.sbatch_args, *args.sbatch_arg)) for p in plans]
     first_only = [f"--dependency={args.dependency}"] if args.dependency else []
-    directory = state_dir(getattr(args, "state_dir", None))
-    store = SQLiteStore(directory)
+    store, directory = open_store(args)
     try:
         session, failed = start_session(
             store,
@@ -66,9 +67,14 @@ def submit_session(args: argparse.Namespace) -> tuple[SQLiteStore, SessionInfo, 
 def submit_command(args: argparse.Namespace) -> int:
     check_metrics_args(args)  # before anything is submitted
     store, session, failed = submit_session(args)
-    store.close()
+    with store:
+        total = len(store.jobs_for_session(session.id))
+    directory = state_dir(getattr(args, "state_dir", None))
+    if len(failed) == total:
+        print(f"nothing could be submitted ({total} job(s) refused)", file=sys.stderr)
+        return 1
     if not args.no_monitor:
-        detach(state_dir(getattr(args, "state_dir", None)), [session.id], metrics_argv(args))
-    else:
-        print(f"not monitored; resume with: autoexp monitor-session --session-id {session.id}")
+        started = detach(directory, [session.id], extra_argv=metrics_argv(args))
+        return started or (1 if failed else 0)
+    print(f"not monitored; resume with: {resume_command(directory, [session.id])}")
     return 1 if failed else 0

@@ -95,10 +95,15 @@ def format_validation_error(exc: ValidationError, provenance: Provenance) -> str
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "missing":
             message = "required key is missing"
-        value = "" if error["type"] == "missing" else f" (got {error.get('input')!r})"
+        value = "" if error["type"] == "missing" else f" (got {_shortened(repr(error.get('input')))})"
         lines.append(f"{provenance.source(path)}: {dotted(path)}: {message}{value}")
     more = f" (and {len(lines) - 1} more: " + "; ".join(lines[1:]) + ")" if len(lines) > 1 else ""
     return lines[0] + more
+
+
+def _shortened(text: str, keep: int = 60) -> str:
+    """A value quoted in a message: a 100,000-character input is shown as its start and length."""
+    return text if len(text) <= keep else f"{text[:keep]}... ({len(text):,} characters)"
 
 
 _BACKEND_TAGS = {"command", "torchrun", "megatron_torchrun"}

@@ -3,7 +3,9 @@
 Config search path, first match wins:
   1. every `--config-dir` given on the command line, in order;
   2. every directory in $AUTOEXP_CONFIG_DIR (os.pathsep-separated);
-  3. the shipped `config/` directory (`shipped_config_dir()`).
+  3. `config/` beside the experiment file, when there is one (`with_experiment_dir()`);
+  4. the shipped groups (`shipped_config_dir()`: package data of an installed wheel, or the
+     checkout's `config/`).
 
 A defaults entry `backend/megatron: llama1_8b_qkln` reads
 `<dir>/backend/megatron/llama1_8b_qkln.yaml` from the first directory that has
@@ -16,6 +18,7 @@ group named in the defaults list swaps that entry).
 from __future__ import annotations
 
 import copy
+import importlib.resources
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from oellm_autoexp.config.flow_list import split_flow_list
 from oellm_autoexp.config.keys import check_path_exists, close_matches, dotted
 from oellm_autoexp.config.provenance import Provenance
 from oellm_autoexp.errors import UserError
@@ -31,7 +35,12 @@ from oellm_autoexp.errors import UserError
 KeyPath = tuple[str, ...]
 CONFIG_DIR_ENV = "AUTOEXP_CONFIG_DIR"
 SHIPPED_CONFIG_ENV = "AUTOEXP_SHIPPED_CONFIG"
+# Where setup.py's build hook puts a copy of the repository's config/ inside a wheel.
+SHIPPED_PACKAGE_DIR = "_shipped"
+# The project's own groups next to its experiment file (what `autoexp init` writes).
+EXPERIMENT_CONFIG_DIR = "config"
 COMMAND_LINE = "command line"
+DEFAULT_OUTPUT_DIR = "outputs/${experiment.name}"  # when the experiment names none
 # Groups whose content lands under another key: `- sweeps: lr_grid` fills `sweep`.
 GROUP_TARGETS: dict[str, KeyPath] = {"sweeps": ("sweep",)}
 
@@ -54,16 +63,56 @@ class Override:
 
 
 def shipped_config_dir() -> Path:
-    """The `config/` directory shipped with the package.
+    """The config groups shipped with autoexp.
 
-    The repository keeps it at the top level next to the package, which is
-    where a checkout or an editable install finds it; $AUTOEXP_SHIPPED_CONFIG
-    points elsewhere (e.g. for a wheel install that copied it).
+    $AUTOEXP_SHIPPED_CONFIG wins; then the package data of an installed wheel
+    (`oellm_autoexp/_shipped/`, found through importlib.resources); then the
+    repository's top-level `config/`, which is where a checkout or an editable
+    install keeps them.
     """
     explicit = os.environ.get(SHIPPED_CONFIG_ENV)
     if explicit:
         return Path(explicit)
-    return Path(__file__).resolve().parents[2] / "config"
+    return _packaged_config_dir() or Path(__file__).resolve().parents[2] / "config"
+
+
+def _packaged_config_dir() -> Path | None:
+    packaged = importlib.resources.files("oellm_autoexp") / SHIPPED_PACKAGE_DIR
+    # A wheel installs unzipped, so the resource is a real directory (a Path).
+    return packaged if isinstance(packaged, Path) and packaged.is_dir() else None
+
+
+def with_experiment_dir(dirs: Sequence[Path], experiment: Path) -> list[Path]:
+    """`dirs` with `config/` beside the experiment file put before the shipped groups.
+
+    A project keeps its own groups next to its experiments and needs no --config-dir.
+    """
+    beside = experiment.parent / EXPERIMENT_CONFIG_DIR
+    if not beside.is_dir() or any(_same_dir(beside, d) for d in dirs):
+        return list(dirs)
+    shipped = shipped_config_dir()
+    cut = next((i for i, d in enumerate(dirs) if _same_dir(d, shipped)), len(dirs))
+    return [*dirs[:cut], beside, *dirs[cut:]]
+
+
+def labelled_search_path(
+    config_dirs: Sequence[str | Path], experiment: Path | None, environ: Mapping[str, str] | None = None
+) -> list[tuple[str, Path]]:
+    """The search path with the reason each directory is on it, for `autoexp config show`."""
+    env = os.environ if environ is None else environ
+    from_env = [p for p in env.get(CONFIG_DIR_ENV, "").split(os.pathsep) if p]
+    labelled = [("--config-dir", Path(p)) for p in config_dirs]
+    labelled += [(f"${CONFIG_DIR_ENV}", Path(p)) for p in from_env]
+    shipped = shipped_config_dir()
+    if experiment is not None:
+        beside = experiment.parent / EXPERIMENT_CONFIG_DIR
+        if beside.is_dir() and not any(_same_dir(beside, d) for d in [*(d for _, d in labelled), shipped]):
+            labelled.append(("beside the experiment", beside))
+    return [*labelled, ("shipped", shipped)]
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    return a.resolve() == b.resolve()
 
 
 def search_path(
@@ -80,6 +129,12 @@ def read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"{path}: cannot read config file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise UserError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start});"
+            " save the file as UTF-8"
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -109,6 +164,7 @@ def compose(config: str | Path, overrides: Sequence[str] = (), dirs: Sequence[Pa
     """Experiment file + its defaults + overrides -> Composed. Raises UserError."""
     dirs = list(dirs) or search_path()
     exp_path = find_experiment(config, dirs)
+    dirs = with_experiment_dir(dirs, exp_path)
     return compose_mapping(read_yaml(exp_path), str(exp_path), overrides, dirs)
 
 
@@ -124,9 +180,24 @@ def compose_mapping(
     prov = Provenance(default=source)
     _apply_defaults(entries, source, dirs, out, prov, [source])
     merge(out, own, (), prov, source)
+    _default_experiment(out, Path(source), prov)
     for override in parsed:
         apply_override(out, override, prov, COMMAND_LINE)
     return Composed(out, prov, source)
+
+
+def _default_experiment(out: dict[str, Any], exp_path: Path, prov: Provenance) -> None:
+    """A composition without an `experiment:` section (only a defaults list) still plans: the
+    name defaults to the YAML file's stem, the output dir to outputs/<name>."""
+    section = out.get("experiment")
+    if section is None:
+        section = out["experiment"] = {}
+    if not isinstance(section, dict):
+        return  # validation names the key and what it expected
+    for key, value in (("name", exp_path.stem), ("output_dir", DEFAULT_OUTPUT_DIR)):
+        if key not in section:
+            section[key] = value
+            prov.record(("experiment", key), f"{exp_path} (default)")
 
 
 def parse_override(text: str) -> Override:
@@ -138,8 +209,29 @@ def parse_override(text: str) -> Override:
     try:
         value = yaml.safe_load(raw) if raw.strip() else raw
     except yaml.YAMLError:
-        value = raw  # not YAML: take it as the literal string
+        value = _unparsed_value(raw, key, text)
     return Override(tuple(key.split(".")), value, add, text)
+
+
+def _unparsed_value(raw: str, key: str, text: str) -> Any:
+    """A value YAML could not read: a plain string, unless it looks like a list or a mapping.
+
+    `[--steps,"20",--dir,${experiment.output_dir}/ckpt]` is no YAML (`{` opens a mapping in a
+    flow list) but is meant as a list: its items are split on top-level commas. Anything
+    bracketed that still does not split cleanly is an error naming the key, never one string.
+    """
+    stripped = raw.strip()
+    if stripped.startswith("[") and stripped.endswith("]"):
+        items = split_flow_list(stripped[1:-1])
+        if items is not None:
+            return items
+    if stripped[:1] in "[{":
+        kind = "list [a,b,...]" if stripped.startswith("[") else "mapping {k: v}"
+        raise UserError(
+            f"{COMMAND_LINE}: override {text!r}: the value of {key} looks like a {kind} but does not parse;"
+            " quote items that contain commas, brackets or braces, e.g. [a,'b,c']"
+        )
+    return raw  # not YAML: take it as the literal string
 
 
 def apply_override(data: dict[str, Any], override: Override, prov: Provenance, source: str) -> None:
@@ -267,9 +359,11 @@ __all__ = [
     "compose",
     "compose_mapping",
     "dotted",
+    "labelled_search_path",
     "merge",
     "parse_override",
     "read_yaml",
     "search_path",
     "shipped_config_dir",
+    "with_experiment_dir",
 ]

@@ -12,7 +12,7 @@ import re
 import shlex
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # sbatch reads `#SBATCH` lines itself; a newline in a value would start a new
 # line of the script, which bash would run. Control characters are refused.
@@ -20,12 +20,14 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DIRECTIVE = re.compile(r"^[a-z][a-z0-9-]*$")
 
+NAME_MAX_CHARS = 128
 SbatchValue = str | int | float | bool | None
 EnvValue = str | int | float | bool
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # `args=[--steps,40]`: a number given where a string is wanted is that string ("40").
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 
 
 def _no_control(value: str, what: str) -> str:
@@ -35,7 +37,11 @@ def _no_control(value: str, what: str) -> str:
 
 
 class ExperimentConfig(StrictModel):
-    name: str = Field(min_length=1, description="experiment name; sweep points append their key")
+    # Names become file, directory and Slurm job names (255 bytes at most on most filesystems,
+    # and sweep points append their key): refuse a longer one up front.
+    name: str = Field(
+        min_length=1, max_length=NAME_MAX_CHARS, description="experiment name; sweep points append their key"
+    )
     output_dir: str = Field(description="base output dir; each sweep point gets a sub-directory")
     description: str = ""
 
@@ -46,11 +52,20 @@ class ExperimentConfig(StrictModel):
 
 
 class SignalConfig(StrictModel):
-    """`--signal=B:<name>@<seconds_before>`: warn the batch shell before the time limit."""
+    """`--signal=B:<name>@<seconds_before>`: warn the batch shell before the time limit.
+
+    The batch shell passes the warning on to the training processes as `forward_as`. Unset,
+    that is the signal the backend's program stops on: Megatron's `--exit-signal`
+    (SIGTERM unless set) when the megatron_torchrun backend has `exit_signal_handler`,
+    otherwise the warning signal itself.
+    """
 
     enabled: bool = False
     name: str = Field(default="USR1", pattern=r"^[A-Z0-9]+$")
     seconds_before: int = Field(default=300, ge=1)
+    forward_as: str | None = Field(
+        default=None, pattern=r"^[A-Z0-9]+$", description="signal the training processes get (e.g. TERM)"
+    )
 
 
 class SlurmConfig(StrictModel):
@@ -136,11 +151,15 @@ class TorchrunBackend(StrictModel):
 
 
 class MegatronTorchrunBackend(StrictModel):
-    """torchrun <megatron_path>/pretrain_gpt.py --key value ... --save/--load <checkpoint dir>."""
+    """torchrun <megatron_path>/pretrain_gpt.py (or -m <module>) --key value ... --save/--load <checkpoint dir>."""
 
     kind: Literal["megatron_torchrun"]
-    megatron_path: str = Field(description="a Megatron-LM checkout")
-    script: str = "pretrain_gpt.py"
+    megatron_path: str | None = Field(default=None, description="a Megatron-LM checkout holding `script`")
+    script: str | None = Field(default="pretrain_gpt.py", description="relative to megatron_path")
+    module: str | None = Field(
+        default=None,
+        description="run `torchrun -m <module>` instead of a script (e.g. oellm_autoexp.workloads.megatron_gpt)",
+    )
     nproc_per_node: int | None = Field(default=None, ge=1, description="default: gpus_per_node, or 1")
     torchrun: list[str] = Field(default_factory=lambda: ["torchrun"], min_length=1)
     torchrun_args: list[str] = Field(default_factory=list)
@@ -154,6 +173,19 @@ class MegatronTorchrunBackend(StrictModel):
     @classmethod
     def _split(cls, value: Any) -> Any:
         return _split_command(value)
+
+    @model_validator(mode="after")
+    def _script_or_module(self) -> MegatronTorchrunBackend:
+        if self.module is None:
+            if not self.script:
+                raise ValueError("set script (a Megatron-LM training script) or module (run with -m)")
+            return self
+        if "script" in self.model_fields_set and self.script is not None:
+            raise ValueError(
+                f"script {self.script!r} and module {self.module!r}: give one (script: null to run the module)"
+            )
+        self.script = None
+        return self
 
     @field_validator("megatron")
     @classmethod

@@ -128,3 +128,14 @@ def choose_watch_mode(setting: WatchMode | str, fs_type: str | None) -> WatchMod
     if fs_type is None or is_inotify_reliable(fs_type):
         return WatchMode.INOTIFY
     return WatchMode.POLL
+
+
+def sqlite_journal_mode(fs_type: str | None) -> str:
+    """SQLite's journal mode for a database on `fs_type`: WAL only where it is known to be safe.
+
+    WAL keeps its index in shared memory (`-shm`), which only works among processes of one
+    host; on NFS, Lustre, GPFS, BeeGFS (or any filesystem we do not know to be local) two
+    login nodes on one WAL file can corrupt it or read stale data. There the classic
+    rollback journal (DELETE) is used. None (no mount table: not Linux) keeps WAL.
+    """
+    return "WAL" if fs_type is None or is_inotify_reliable(fs_type) else "DELETE"

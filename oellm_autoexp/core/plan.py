@@ -16,8 +16,9 @@ from typing import Any
 
 from oellm_autoexp.backends.base import LaunchContext
 from oellm_autoexp.backends.build import build_argv, procs_per_node
+from oellm_autoexp.backends.megatron_torchrun import exit_signal
 from oellm_autoexp.config.experiment import JobConfig
-from oellm_autoexp.config.models import RootConfig, SlurmConfig
+from oellm_autoexp.config.models import MegatronTorchrunBackend, RootConfig, SlurmConfig
 from oellm_autoexp.core.render import ScriptSpec, render_sbatch
 from oellm_autoexp.errors import UserError
 
@@ -162,6 +163,7 @@ def script_spec(
         master_port=cfg.slurm.master_port,
         forward_signals=signals,
         worker_signals=_worker_signals(cfg),
+        worker_signal_as=_worker_signal_as(cfg),
     )
 
 
@@ -169,6 +171,25 @@ def _worker_signals(cfg: RootConfig) -> tuple[str, ...]:
     """The pre-timeout warning signal, when enabled and not one that must end the launcher too."""
     name = cfg.slurm.signal.name
     return (name,) if cfg.slurm.signal.enabled and name not in ("TERM", "INT", "KILL") else ()
+
+
+def _worker_signal_as(cfg: RootConfig) -> tuple[tuple[str, str], ...]:
+    """(warning signal, signal the training processes get) where the two differ."""
+    received = _worker_signals(cfg)
+    sent = forwarded_signal(cfg)
+    return tuple((name, sent) for name in received if name != sent)
+
+
+def forwarded_signal(cfg: RootConfig) -> str:
+    """What the training processes get for the walltime warning (see SignalConfig)."""
+    wanted = cfg.slurm.signal.forward_as
+    listens = exit_signal(cfg.backend.megatron) if isinstance(cfg.backend, MegatronTorchrunBackend) else None
+    if wanted and listens and wanted != listens:
+        raise UserError(
+            f"slurm.signal.forward_as: {wanted}, but Megatron's --exit-signal-handler listens for "
+            f"SIG{listens} (backend.megatron.exit_signal): the warning would not stop training"
+        )
+    return wanted or listens or cfg.slurm.signal.name
 
 
 def _experiment_base(out: str, key: str) -> str:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 import jinja2
 
-TEMPLATES = Path(__file__).parent / "templates"
+# Package data (core/templates/), loaded through the package's import machinery so that it
+# is found wherever the package is installed.
+TEMPLATE_PACKAGE = ("oellm_autoexp.core", "templates")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,10 @@ class ScriptSpec:
     # Signals meant for the training processes, not the launcher: the launcher ignores
     # them (torchrun dies of an unhandled USR1) and they go to every process of the step.
     worker_signals: tuple[str, ...] = ()
+    # (worker signal, what the training processes get instead): each node's wrapper turns
+    # e.g. the walltime USR1 into the SIGTERM Megatron's --exit-signal-handler stops on,
+    # sent to the launcher's children only (torchrun itself would tear the job down on TERM).
+    worker_signal_as: tuple[tuple[str, str], ...] = ()
 
 
 def sbatch_quote(value: str) -> str:
@@ -52,7 +57,7 @@ def _shell_quote(value: object) -> str:
 @cache
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        loader=jinja2.PackageLoader(*TEMPLATE_PACKAGE),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,

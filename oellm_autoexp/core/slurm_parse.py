@@ -37,6 +37,20 @@ def parse_squeue(text: str) -> dict[str, JobRecord]:
     return records
 
 
+def parse_squeue_tagged(text: str) -> tuple[dict[str, JobRecord], dict[str, str]]:
+    """Lines of `squeue -o SQUEUE_FORMAT|%k` -> (job id -> record, job id -> comment if any)."""
+    records, comments = {}, {}
+    for line in _lines(text):
+        head, sep, comment = line.rpartition(SEP)
+        if not sep:
+            continue
+        records.update(parse_squeue(head))
+        job_id = head.split(SEP, 1)[0]
+        if comment.strip() and comment.strip() != "(null)" and job_id in records:
+            comments[job_id] = comment.strip()
+    return records, comments
+
+
 def parse_sacct(text: str) -> dict[str, JobRecord]:
     """Lines of `sacct --noheader --parsable2 --format SACCT_FORMAT` -> job id -> record.
 

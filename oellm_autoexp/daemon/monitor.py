@@ -34,6 +34,7 @@ from oellm_autoexp.adapters.store import (
     SessionStatus,
     SQLiteStore,
 )
+from oellm_autoexp.adapters.store_buffer import BufferedStore, is_disk_full
 from oellm_autoexp.adapters.submission import make_executor
 from oellm_autoexp.core.attempt_view import AttemptView
 from oellm_autoexp.core.job_record import JobRecord
@@ -54,6 +55,7 @@ from oellm_autoexp.daemon.scheduler import Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
 from oellm_autoexp.daemon.session_lock import SessionLocks
 from oellm_autoexp.daemon.settings import poll_interval_s
+from oellm_autoexp.daemon.strays import StrayNet
 from oellm_autoexp.daemon.submitter import Submitter
 from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt, job_history
 
@@ -63,6 +65,7 @@ QUEUE_WAIT_S = 0.5  # the loop wakes at least this often to notice a stop reques
 FATAL_FOLLOW_UP_POLLS_S = (0.5, 1.5, 3.0, 6.0)
 DEFAULT_LOCK_STALE_S = 120.0  # sessions without active jobs (MonitorSettings.lock_stale_after_s)
 LOCK_LOST_EXIT = 3  # run()'s exit code when another monitor took over a session
+STORE_LOST_EXIT = 4  # run()'s exit code when autoexp.db was deleted or replaced under it
 
 
 class Monitor:
@@ -98,6 +101,11 @@ class Monitor:
         self._submitter = Submitter(store, self._say)
         self._dirty = True
         self._lock_lost = False  # a heartbeat found another monitor holding a session: stop
+        self._store_lost = False  # autoexp.db was deleted or replaced: stop, naming the jobs
+        # Writes nobody waits for go through a buffer that keeps them, in order, while the
+        # disk is full (retried each poll); the stray net cancels jobs of ours nobody tracks.
+        self._writes = BufferedStore(store, self._say)
+        self._strays = StrayNet(store, self.session_ids, self._say)
         self._observer = observers_for(store, state_dir, self._say, observers)  # alerts, metrics
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -118,13 +126,24 @@ class Monitor:
                 self._tailer, self._ticker = tailer, ticker
                 self._resume(self.clock())
                 self._poll(self.clock())
-                while not stop.is_set() and not self._lock_lost and not self._finished():
+                while (
+                    not stop.is_set()
+                    and not self._lock_lost
+                    and not self._store_lost
+                    and not self._finished()
+                ):
                     self._handle(self._next_event())
+            if self._store_lost:
+                return STORE_LOST_EXIT
             return LOCK_LOST_EXIT if self._lock_lost else self._exit_code()
         finally:
             self._tailer = None
-            self._write_snapshot()
-            self._release_sessions()
+            if not self._store_lost:
+                self._writes.flush()
+                self._write_snapshot()
+                self._release_sessions()
+            for pending in self._writes.pending():
+                self._say(f"NOT SAVED (disk full): {pending.describe()}")
             self._observer.close()
 
     def _intervals(self, poll_s: float) -> dict[str, float]:
@@ -169,11 +188,23 @@ class Monitor:
         self._locks.release()
 
     def _heartbeat(self, now: float) -> None:
+        problem = self.store.file_problem()
+        if problem is not None:
+            self._stop_store_lost(problem)
+            return
         for sid in self._locks.heartbeat(utc(now)):
             # Another monitor took the lock (ours looked stale): deciding beside it could
             # submit jobs twice. Stop; the jobs go on under the new holder.
             self._say(f"session {sid}: the monitor lock was taken over by another monitor; stopping")
             self._lock_lost = True
+
+    def _stop_store_lost(self, problem: str) -> None:
+        """The session database is gone (deleted, replaced): writing on would lose every decision."""
+        self._say(f"ERROR: {problem}; stopping the monitor. These jobs keep running unmonitored:")
+        for live in self._live.values():
+            self._say(f"  {self._who(live)}: {live.state.value}, log {live.log_path or '-'}")
+        self._say("restore the database (or cancel the jobs), then run autoexp monitor-session again")
+        self._store_lost = True
 
     def _load_runtimes(self) -> None:
         for sid in self.session_ids:
@@ -204,7 +235,7 @@ class Monitor:
         if any(s == JobStatus.ACTIVE.value for s in statuses):
             return 0  # stopped on request; the jobs go on and a later monitor resumes them
         for sid in self.session_ids:
-            self.store.set_session_status(sid, SessionStatus.COMPLETED.value)
+            self._writes.write("set_session_status", sid, SessionStatus.COMPLETED.value)
         self._observer.notice(SessionsEnded(tuple(self.session_ids), self.clock()))
         return 0 if all(s == JobStatus.COMPLETED.value for s in statuses) else 1
 
@@ -257,7 +288,7 @@ class Monitor:
                 if last.action == DecisionAction.STOP.value
                 else JobStatus.STOPPED
             )
-            self.store.set_job_status(rt.job.id, status.value, last.reason)
+            self._writes.write("set_job_status", rt.job.id, status.value, last.reason)
         if attempt.ended_at is None and not is_terminal(attempt.state):
             live = self._attach(rt, attempt, now)
             live.decided_early = live.cancelled_by_monitor = True
@@ -314,6 +345,7 @@ class Monitor:
     # -- polling Slurm --------------------------------------------------------------------------
 
     def _poll(self, now: float) -> None:
+        self._writes.flush()  # what a full disk held back, in order
         for job_id, nodes in self._submitter.take_due(now):
             if job_id in self._runtimes:
                 self._submit(self._runtimes[job_id], nodes, now)
@@ -333,7 +365,7 @@ class Monitor:
     def _poll_executor(self, lives: list[LiveAttempt], now: float) -> None:
         executor = lives[0].runtime.executor
         try:
-            records = executor.query([live.executor_id for live in lives])
+            records, tagged = executor.query_tagged([live.executor_id for live in lives])
         except ExecutorError as exc:
             # No information this poll. A flaky controller is never a failed job.
             self._say(f"warning: could not query {executor.name}: {exc}; will retry")
@@ -342,6 +374,7 @@ class Monitor:
             record = records.get(live.executor_id)
             if record is not None:
                 self._observe(live, record, now)
+        self._strays.sweep(executor, tagged, utc(now))
 
     def _observe(self, live: LiveAttempt, record: JobRecord, now: float) -> None:
         if record.state is JobState.UNKNOWN:
@@ -372,8 +405,8 @@ class Monitor:
         if record.state != live.state:
             self._say(f"{self._who(live)}: {record.state.value}")
         live.state, live.nodes = record.state, record.nodes
-        self.store.update_attempt_state(
-            live.attempt.id, record.state, exit_code=record.exit_code, nodes=record.nodes or None,
+        self._writes.write(
+            "update_attempt_state", live.attempt.id, record.state, exit_code=record.exit_code, nodes=record.nodes or None,
             started_at=utc(now) if first_run else None,
         )  # fmt: skip
         self._dirty = True
@@ -394,9 +427,11 @@ class Monitor:
 
     def _record_end(self, live: LiveAttempt, ended: tuple[JobState, int | None], now: float) -> None:
         self._record_signals(live, now)
-        self.store.update_attempt_state(live.attempt.id, ended[0], exit_code=ended[1], ended_at=utc(now))
+        self._writes.write(
+            "update_attempt_state", live.attempt.id, ended[0], exit_code=ended[1], ended_at=utc(now)
+        )
         if live.view.last_iteration is not None:
-            self.store.set_last_iteration(live.attempt.id, live.view.last_iteration)
+            self._writes.write("set_last_iteration", live.attempt.id, live.view.last_iteration)
         self._dirty = True
 
     def _read_last_lines(self, live: LiveAttempt) -> None:
@@ -449,9 +484,9 @@ class Monitor:
             if ended is not None:
                 self._record_end(live, ended, now)
             return judgement
-        self.store.record_judgement(
-            rt.job.id, live.attempt.id, judgement, now=utc(now), signals=self._unrecorded_signals(live, now),
-            ended=ended, iteration=view.last_iteration,
+        self._writes.write(
+            "record_judgement", rt.job.id, live.attempt.id, judgement, now=utc(now),
+            signals=self._unrecorded_signals(live, now), ended=ended, iteration=view.last_iteration,
         )  # fmt: skip
         decision = judgement.decision
         self._observer.notice(Judged(live, judgement, now))
@@ -539,7 +574,7 @@ class Monitor:
     def _record_signals(self, live: LiveAttempt, now: float) -> None:
         fresh = self._unrecorded_signals(live, now)
         if fresh:
-            self.store.record_signals(live.attempt.id, fresh)
+            self._writes.write("record_signals", live.attempt.id, fresh)
             self._dirty = True
 
     def _unrecorded_signals(self, live: LiveAttempt, now: float) -> list[NewSignal]:
@@ -575,7 +610,12 @@ class Monitor:
         self._say_to(f"[{time.strftime('%H:%M:%S')}] {message}")
 
     def _write_snapshot(self) -> None:
-        write_snapshot(self.store, self.state_dir / SNAPSHOT_FILENAME, now=utc(self.clock()))
+        try:
+            write_snapshot(self.store, self.state_dir / SNAPSHOT_FILENAME, now=utc(self.clock()))
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            return  # stays dirty: written again at a later poll; the buffer warns once a minute
         self._dirty = False
 
 

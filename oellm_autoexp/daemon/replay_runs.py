@@ -57,7 +57,8 @@ def setup_from_config(
         )
     defaults = [{group: option} for group, option in DEFAULT_GROUPS.items()]
     composed = compose_mapping({"defaults": defaults}, SOURCE, overrides, search_path(config_dirs))
-    unknown = sorted(set(composed.data) - set(DEFAULT_GROUPS))
+    # `experiment` is filled in by composition itself (a bare defaults list gets a name).
+    unknown = sorted(set(composed.data) - set(DEFAULT_GROUPS) - {"experiment"})
     if unknown:
         raise UserError(
             f"{SOURCE}: override of {', '.join(unknown)}: without --experiment only monitoring=... "

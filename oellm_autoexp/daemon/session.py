@@ -128,8 +128,11 @@ def start_session(
     submitter = Submitter(store, say)
     failures = []
     for job in jobs:
-        if submitter.submit(job_runtime(job, state_dir), (), now_s, first_only=first_only) is None:
-            submitter.take_due(float("inf"))  # no automatic retry of a refused first submission
+        if (
+            submitter.submit(job_runtime(job, state_dir), (), now_s, first_only=first_only, retry=False)
+            is None
+        ):
             store.set_job_status(job.id, JobStatus.STOPPED.value, "first submission refused by the executor")
+            say(f"{job.name}: stopped: its first submission was refused (see above); fix it and run again")
             failures.append(job.name)
     return session, failures

@@ -11,10 +11,68 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from oellm_autoexp.adapters.store import SessionInfo, SQLiteStore
 from oellm_autoexp.errors import UserError
+
+STALE_AFTER_S = 120.0  # MonitorSettings.lock_stale_after_s's default
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """Whether a session's monitor runs, as `status` shows it."""
+
+    alive: bool
+    detail: str  # "pid 12 on login1, heartbeat 3 s ago" / "none" / "... (pid gone)"
+    heartbeat_age_s: float | None
+
+
+def monitor_liveness(session: SessionInfo, now: datetime, stale_after_s: float = STALE_AFTER_S) -> Liveness:
+    """Alive: a holder whose heartbeat is younger than `stale_after_s` and, on this host, whose pid runs."""
+    if session.monitor_pid is None or session.monitor_heartbeat is None:
+        return Liveness(False, "none", None)
+    age = (now.astimezone(UTC) - session.monitor_heartbeat.astimezone(UTC)).total_seconds()
+    detail = f"pid {session.monitor_pid} on {session.monitor_host}, heartbeat {age:.0f} s ago"
+    if session.monitor_host == socket.gethostname() and not _pid_runs(session.monitor_pid):
+        return Liveness(False, f"{detail} (that pid is gone)", age)
+    if age > stale_after_s:
+        return Liveness(False, f"{detail} (stale: more than {stale_after_s:.0f} s)", age)
+    return Liveness(True, detail, age)
+
+
+def _pid_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def refuse_if_monitored_elsewhere(
+    store: SQLiteStore, now: datetime, host: str | None = None, stale_after_s: float = STALE_AFTER_S
+) -> None:
+    """UserError if a live monitor on another host holds a session of this store (R6).
+
+    The state dir is then on a filesystem two hosts share (NFS, Lustre, GPFS, BeeGFS):
+    SQLite's locks are unreliable there, so a second host writing beside that monitor
+    could corrupt the database. Reading is safe; writing must happen on the monitor's host.
+    """
+    here = host or socket.gethostname()
+    for session in store.list_sessions():
+        if session.monitor_host in (None, here):
+            continue
+        live = monitor_liveness(session, now, stale_after_s)
+        if live.alive:
+            raise UserError(
+                f"session {session.id} ({session.name}) is monitored on host {session.monitor_host} "
+                f"({live.detail}); {store.path} is shared between hosts, and writing to it from {here} "
+                f"beside that monitor could corrupt it. Run this command on {session.monitor_host}, "
+                "or stop that monitor first (read-only commands work from any host)"
+            )
 
 
 class SessionLocks:
@@ -75,10 +133,4 @@ class SessionLocks:
         # Liveness can only be checked on our own host.
         if pid is None or host != self.host or pid == self.pid:
             return False
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return False
+        return not _pid_runs(pid)

@@ -4,8 +4,13 @@ Protocol: record the intent (with a unique tag) BEFORE sbatch, pass the tag as
 `--comment`, confirm the executor's job id after. A monitor that died in
 between finds an unconfirmed intent on resume and asks the executor for the
 tag: found, the job is adopted; not found, the intent is abandoned and the
-attempt submitted afresh. A failed sbatch spends no retry budget: the
-submission is tried again after `submit_retry_s`.
+attempt submitted afresh, but only once the intent is older than the
+executor's `settle_s` (sbatch's timeout plus the controller's lag): a younger
+one's sbatch may still be running, so the submission is tried again later.
+Exactly one job per attempt, whatever dies when. A failed sbatch spends no
+retry budget: the submission is tried again after `submit_retry_s`. An sbatch
+that timed out may have submitted anyway: its intent stays open and is
+resolved by its tag the same way.
 """
 
 from __future__ import annotations
@@ -13,12 +18,21 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 
-from oellm_autoexp.adapters.executor import ExecutorError
+from oellm_autoexp.adapters.executor import ExecutorError, ExecutorTimeout
 from oellm_autoexp.adapters.store import AttemptInfo, Intent, SQLiteStore
+from oellm_autoexp.adapters.store_buffer import is_disk_full
 from oellm_autoexp.adapters.submission import submit_plan
 from oellm_autoexp.core.plan import log_path_for
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.watch import JobRuntime
+
+
+class IntentUnsettled(Exception):
+    """An unconfirmed intent too young to abandon: its sbatch may still submit the job."""
+
+    def __init__(self, message: str, ready_at_s: float) -> None:
+        super().__init__(message)
+        self.ready_at_s = ready_at_s  # when it may be abandoned if its tag is still unknown
 
 
 def submit_tag(session_id: int, job_id: int, attempt_no: int) -> str:
@@ -31,6 +45,7 @@ class Submitter:
         self.store = store
         self._say = say
         self._due: dict[int, tuple[float, tuple[str, ...]]] = {}  # job id -> (when, --exclude nodes)
+        self._retry = True  # the current submit() call's
 
     def schedule(self, job_id: int, at_s: float, exclude_nodes: tuple[str, ...]) -> None:
         self._due[job_id] = (at_s, exclude_nodes)
@@ -45,24 +60,45 @@ class Submitter:
         return ready
 
     def submit(
-        self, rt: JobRuntime, exclude_nodes: tuple[str, ...], now: float, *, first_only: Sequence[str] = ()
+        self,
+        rt: JobRuntime,
+        exclude_nodes: tuple[str, ...],
+        now: float,
+        *,
+        first_only: Sequence[str] = (),
+        retry: bool = True,
     ) -> AttemptInfo | None:
-        """Submit the job's next attempt; None if the executor refused (retried later).
+        """Submit the job's next attempt; None if the executor refused (retried later if `retry`).
 
         `first_only` are sbatch args for this submission alone (a `--dependency`
-        names jobs that a restart must not wait for again).
+        names jobs that a restart must not wait for again). `retry=False` (a first
+        submission): a refusal is reported as final and nothing is scheduled.
         """
+        self._retry = retry
         job = rt.job
         try:
             adopted = self._adopt_pending(rt, now)
         except ExecutorError as exc:
             self._retry_later(rt, exclude_nodes, now, f"cannot check earlier submissions: {exc}")
             return None
+        except IntentUnsettled as exc:
+            self._say(f"{job.name}: {exc}; checking again in {exc.ready_at_s - now:.0f} s")
+            self.schedule(job.id, exc.ready_at_s, exclude_nodes)
+            return None
         if adopted is not None:
             return adopted
         attempt_no = self.store.next_attempt_no(job.id)
         tag = submit_tag(job.session_id, job.id, attempt_no)
-        attempt_id = self.store.record_intent(job.id, attempt_no, tag, now=utc(now))
+        try:
+            attempt_id = self.store.record_intent(job.id, attempt_no, tag, now=utc(now))
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            # No intent on disk, no sbatch: a job the store cannot remember must not be started.
+            self._retry_later(
+                rt, exclude_nodes, now, f"the state dir is full, cannot record attempt {attempt_no}"
+            )
+            return None
         extra = [*first_only, f"--comment={tag}"]
         if exclude_nodes:
             extra.append(f"--exclude={','.join(exclude_nodes)}")
@@ -75,12 +111,22 @@ class Submitter:
             except ExecutorError:
                 self._retry_later(rt, exclude_nodes, now, str(exc))
                 return None  # the intent stays open: resolved by its tag before the next try
+            if found is None and isinstance(exc, ExecutorTimeout):
+                self._retry_later(rt, exclude_nodes, now, f"{exc}; it may still submit")
+                return None  # open until it is found or older than the executor's settle time
             if found is None:
                 self.store.abandon_intent(attempt_id, now=utc(now))
                 self._retry_later(rt, exclude_nodes, now, str(exc))
                 return None
             executor_id = found
-        self._confirm(rt, attempt_id, executor_id, now)
+        try:
+            self._confirm(rt, attempt_id, executor_id, now)
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            # The intent is on disk: the next try finds the job by its tag and adopts it.
+            self._retry_later(rt, exclude_nodes, now, f"job {executor_id} runs but the state dir is full")
+            return None
         self._say(f"✓ Submitted {job.name} attempt {attempt_no}: job {executor_id}")
         return self.store.latest_attempt(job.id)
 
@@ -93,13 +139,26 @@ class Submitter:
         return None
 
     def _retry_later(self, rt: JobRuntime, exclude_nodes: tuple[str, ...], now: float, why: str) -> None:
+        if not self._retry:
+            self._say(f"✗ submitting {rt.job.name} failed: {why}; not retried")
+            return
         self._say(f"✗ submitting {rt.job.name} failed: {why}; retrying in {rt.settings.submit_retry_s:g} s")
         self.schedule(rt.job.id, now + rt.settings.submit_retry_s, exclude_nodes)
-        return None
 
     def resolve_intent(self, rt: JobRuntime, attempt: AttemptInfo, now: float) -> AttemptInfo | None:
-        """An intent a dead monitor left unconfirmed: adopt the job if the executor knows the tag."""
+        """An intent a dead monitor left unconfirmed: adopt the job if the executor knows the tag.
+
+        Not found and younger than the executor's settle time: IntentUnsettled (its
+        sbatch may still be running); not found and older: abandoned.
+        """
         executor_id = self._find(rt, attempt.submit_tag)
+        age_s = now - attempt.intended_at.timestamp()
+        if executor_id is None and age_s < rt.executor.settle_s:
+            raise IntentUnsettled(
+                f"attempt {attempt.attempt_no}'s sbatch may still be running (its intent is"
+                f" {max(age_s, 0.0):.0f} s old, settled at {rt.executor.settle_s:g} s); not resubmitting yet",
+                now + rt.executor.settle_s - age_s,
+            )
         if executor_id is None:
             self.store.abandon_intent(attempt.id, now=utc(now))
             self._say(f"{rt.job.name} attempt {attempt.attempt_no}: never reached the executor; abandoned")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -98,6 +99,30 @@ def test_cancel_ends_the_whole_process_group(tmp_path) -> None:
             os.kill(grandchild, 0)
             time.sleep(0.1)
     executor.cancel(job_id)
+
+
+def test_cancel_kills_what_outlives_the_runner(tmp_path) -> None:
+    """A stopped grandchild in a session of its own (as torchrun starts workers) still dies with the job."""
+    pidfile = tmp_path / "frozen.pid"
+    job_id = LocalExecutor(tmp_path / "state").submit(
+        _script(
+            tmp_path,
+            f"{sys.executable} -c 'import os, signal; os.setsid(); "
+            f'open("{pidfile}", "w").write(str(os.getpid())); os.kill(os.getpid(), signal.SIGSTOP)\' & wait',
+        )
+    )
+    executor = LocalExecutor(tmp_path / "state", kill_wait_s=1)
+    deadline = time.monotonic() + DEADLINE_S
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)  # let the script stop it
+    executor.cancel(job_id)
+    assert _wait(executor, job_id).state is JobState.CANCELLED
+    frozen = int(pidfile.read_text())
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):
+            os.kill(frozen, 0)
+            time.sleep(0.1)
 
 
 def test_unknown_ids_and_unsupported_options(tmp_path) -> None:

@@ -19,6 +19,7 @@ from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState
 from oellm_autoexp.core.plan import build_plans, log_path_for
+from oellm_autoexp.core.strays import TaggedJob
 from oellm_autoexp.daemon.monitor import Monitor
 from oellm_autoexp.daemon.session import create_session
 
@@ -31,6 +32,7 @@ class ScriptedExecutor:
     """Jobs that run until cancelled; every call the monitor makes is kept."""
 
     name = "scripted"
+    settle_s = 0.0  # submissions happen in-process: none can be pending after a crash
 
     def __init__(self) -> None:
         self.submitted: list[str] = []
@@ -45,6 +47,9 @@ class ScriptedExecutor:
     def query(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
         state = {True: JobState.CANCELLED, False: JobState.RUNNING}
         return {j: JobRecord(j, state[j in self.cancelled], "scripted", nodes=("gpu07",)) for j in job_ids}
+
+    def query_tagged(self, job_ids: Sequence[str]) -> tuple[dict[str, JobRecord], list[TaggedJob]]:
+        return self.query(job_ids), []  # no job carries a tag the store did not record
 
     def find_by_tag(self, tag: str) -> str | None:
         return None

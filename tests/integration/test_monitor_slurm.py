@@ -623,7 +623,7 @@ def test_silent_job_is_detected_as_hung_and_restarted(autoexp: AutoexpEnv) -> No
     `Transient failure detected (error_type=hang)`; the second attempt completes."""
     script = autoexp.script(
         """\
-for i in 1 2 3; do echo " iteration        $i/     100 | lm loss: 1.0 |"; sleep 0.3; done
+for i in 1 2 3; do echo " iteration        $i/       3 | lm loss: 1.0 |"; sleep 0.3; done
 if [ "$n" -eq 1 ]; then wait_for never; fi
 echo "attempt $n done"
 """
@@ -647,7 +647,7 @@ def test_manual_nccl_error_timeout_injection_restarts_the_job(autoexp: AutoexpEn
     second attempt completes."""
     script = autoexp.script(
         """\
-for i in 1 2 3; do echo " iteration        $i/     100 | lm loss: 1.0 |"; sleep 0.2; done
+for i in 1 2 3; do echo " iteration        $i/       3 | lm loss: 1.0 |"; sleep 0.2; done
 if [ "$n" -eq 1 ]; then wait_for never; fi
 echo "attempt $n done"
 """
@@ -703,7 +703,7 @@ def test_replay_of_an_early_decision_stops_at_the_same_offset(autoexp: AutoexpEn
     )
     script = autoexp.script(
         f"""\
-for i in 1 2 3; do echo " iteration        $i/     100 | lm loss: 1.0 |"; sleep 0.3; done
+for i in 1 2 3; do echo " iteration        $i/       3 | lm loss: 1.0 |"; sleep 0.3; done
 if [ "$n" -eq 1 ]; then echo {json.dumps(watchdog)} >&2; wait_for never; fi
 echo "attempt $n done"
 """

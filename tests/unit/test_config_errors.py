@@ -73,9 +73,9 @@ CASES = [
     ),
     (
         "missing required key",
-        {"experiment": {"name": "x"}},
+        {"defaults": [], "backend": {"kind": "command"}},
         [],
-        ["e.yaml", "experiment.output_dir", "missing"],
+        ["e.yaml", "backend.command", "missing"],
     ),
     (
         "newline in a job name",

@@ -39,6 +39,7 @@ CASES = {
     ),
     "megatron_1node": ("megatron_llama8b_juwels.yaml", ["slurm.nodes=1"]),
     "megatron_8node": ("megatron_llama8b_juwels.yaml", ["backend.megatron.micro_batch_size=4"]),
+    "megatron_tiny_local": ("megatron_tiny_local.yaml", []),
 }
 
 

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Issue 12's acceptance runs: the tiny megatron-core GPT on 2 GPUs under `autoexp run` (local
+# executor, config/experiments/megatron_tiny_local.yaml), four scenarios side by side, each in
+# its own folder with its own --state-dir and master port:
+#
+#   walltime  at iteration 100 of attempt 1 the batch shell gets USR1, as from Slurm's
+#             --signal=B:USR1@N; it reaches the ranks as SIGTERM, Megatron saves and exits 0;
+#             the monitor resubmits (scheduler rule), attempt 2 resumes and finishes 300/300
+#   oom       a micro-batch that does not fit (256 x 8192 tokens, unfused attention): no restart
+#   stop      rank 1 of attempt 1 frozen with kill -STOP at iteration 60: rank 0 blocks in NCCL,
+#             the watchdog line comes after --distributed-timeout-minutes 1; restart, resume
+#   kill9     rank 1 of attempt 1 killed with kill -9 at iteration 60; restart, resume
+#
+# $OUT gets results.md / results.json (scenario -> decisions, fatal line -> decision delay,
+# attempts, completed?) and autoexp_logs.tar.gz (every attempt's log, autoexp's own output,
+# status.json and explain.txt per scenario).
+#
+#   OUT=/tmp/out scripts/device/megatron_autoexp.sh          # on the 2-GPU machine (~6 min)
+#   FAKE=1 OUT=/tmp/out scripts/device/megatron_autoexp.sh   # CPU dry run with stand-in ranks
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+OUT=${OUT:?set OUT to the folder that comes back}
+FAKE=${FAKE:-0}
+LIMIT_S=${LIMIT_S:-420}  # per scenario; all four run at once
+W=$ROOT/.megatron_autoexp
+EXP=$ROOT/config/experiments/megatron_tiny_local.yaml
+rm -rf "$W" && mkdir -p "$W" "$OUT"
+
+export PYTHONUNBUFFERED=1 PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+COMMON=()
+if [ "$FAKE" = 1 ]; then
+  # Stand-in ranks on CPU (tests/integration/fake_megatron.py): the wiring, not Megatron.
+  COMMON=(backend.module=null "backend.megatron_path=$ROOT/tests/integration" backend.script=fake_megatron.py
+    slurm.gpus_per_node=0 "backend.torchrun=[$(command -v python3),-m,torch.distributed.run]")
+fi
+
+# event NAME EVENT: append "<unix time> EVENT" to the scenario's events.txt.
+event() { echo "$(date +%s.%N) $2" >> "$W/$1/events.txt"; }
+
+# log_of NAME N: the log of local job N of scenario NAME.
+log_of() { echo "$W/$1/outputs/megatron_tiny/logs/slurm-local-$2.out"; }
+
+# wait_for FILE REGEX LIMIT_S: until a line matches (0) or LIMIT_S passed (1).
+wait_for() {
+  local t=0
+  until grep -Eq "$2" "$1" 2>/dev/null; do
+    sleep 0.5; t=$((t + 1))
+    if [ "$t" -ge $(( $3 * 2 )) ]; then return 1; fi
+  done
+  return 0
+}
+
+# watch_fatal NAME REGEX: record when a line matching REGEX first shows in any attempt's log.
+watch_fatal() {
+  local t=0
+  until grep -Eqs "$2" "$W/$1"/outputs/megatron_tiny/logs/*.out; do
+    sleep 0.5; t=$((t + 1))
+    if [ -e "$W/$1/status.json" ] || [ "$t" -ge $(( LIMIT_S * 2 )) ]; then return 0; fi
+  done
+  event "$1" fatal_line_seen
+}
+
+# scenario NAME PORT OVERRIDES...: `autoexp run` in $W/NAME, then its status and explain.
+scenario() {
+  local name=$1 port=$2; shift 2
+  mkdir -p "$W/$name" && cd "$W/$name" || return
+  timeout -k 10 "$LIMIT_S" python3 -m oellm_autoexp --state-dir state run "$EXP" "${COMMON[@]}" \
+    "slurm.master_port=$port" "$@" > autoexp.out 2>&1
+  local rc=$?
+  echo "rc=$rc seconds=$SECONDS" >> autoexp.out
+  python3 -m oellm_autoexp --state-dir state status --json > status.json 2>> autoexp.out
+  python3 -m oellm_autoexp --state-dir state explain megatron_tiny > explain.txt 2>&1
+  # Clean-up, after the record above: a run cut off by the limit, or a job whose processes
+  # outlive the monitor's decision (a rank stuck in NCCL or in DataLoader clean-up), would
+  # keep the GPUs. `autoexp cancel` ends the session's jobs as a user would.
+  python3 -m oellm_autoexp --state-dir state cancel >> autoexp.out 2>&1
+  mkdir -p logs && cp outputs/megatron_tiny/logs/*.out logs/ 2>/dev/null
+}
+
+# at_iteration NAME IT: wait until attempt 1 logs iteration IT.
+at_iteration() { wait_for "$(log_of "$1" 1)" "iteration +$2/" "$LIMIT_S"; }
+
+walltime() {
+  scenario walltime 29601 &
+  if at_iteration walltime 100; then
+    # The local executor has no time limit: send what Slurm's --signal=B:USR1 would send.
+    kill -USR1 "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' \
+      "$W/walltime/state/local_jobs/1/job.json")" && event walltime injected_USR1
+  fi
+  wait
+}
+
+# freeze_or_kill NAME SIGNAL PORT: at iteration 60 of attempt 1, SIGNAL to rank 1.
+freeze_or_kill() {
+  scenario "$1" "$3" &
+  if at_iteration "$1" 60; then
+    local pid
+    pid=$(python3 scripts/device/rank_pid.py "/.megatron_autoexp/$1/outputs/" 1) \
+      && kill "-$2" "$pid" && event "$1" "injected_$2"
+  fi
+  wait
+}
+
+OOM=(backend.megatron.seq_length=8192 backend.megatron.max_position_embeddings=8192
+  backend.megatron.micro_batch_size=256 backend.megatron.global_batch_size=512
+  +backend.megatron.no_create_attention_mask_in_dataloader=true)
+
+mkdir -p "$W"/{walltime,oom,stop,kill9}
+walltime &
+scenario oom 29602 "${OOM[@]}" &
+freeze_or_kill stop STOP 29603 &
+freeze_or_kill kill9 KILL 29604 &
+watch_fatal walltime 'exiting program after receiving SIGTERM' &
+watch_fatal oom 'OutOfMemoryError' &
+watch_fatal stop 'Watchdog caught collective operation timeout' &
+watch_fatal kill9 'exitcode: -9|exitcode *: -9' &
+wait
+
+python3 scripts/device/megatron_results.py "$W" "$OUT/results"
+tar -czf "$OUT/autoexp_logs.tar.gz" -C "$W" --exclude='*/outputs/megatron_tiny/checkpoints' \
+  --exclude='*/state/autoexp.db-*' .

@@ -1,0 +1,70 @@
+"""Megatron's own exit protocol, judged on real megatron-core 0.19.2 logs recorded on 2 x H200.
+
+tests/fixtures/logs/megatron (plain torchrun runs) and tests/fixtures/logs/megatron_autoexp (the
+same job under `autoexp run`): the monitor's own view and judge step, fed the real lines.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from oellm_autoexp.adapters.pattern_files import load_patterns
+from oellm_autoexp.core.attempt_view import AttemptView
+from oellm_autoexp.core.job_record import JobRecord
+from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.judge import Judgement, PastDecision, history_from, judge
+from oellm_autoexp.core.outcome import OutcomeKind
+from oellm_autoexp.core.policy import DecisionAction, load_policy
+
+LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
+PATTERNS = load_patterns(["megatron_production"])
+POLICY = load_policy(
+    yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "config/restart/megatron_transient.yaml").read_text()
+    )
+)
+
+
+def _ended(name: str, state: JobState, exit_code: int, history: list[Judgement] = ()) -> Judgement:  # type: ignore[assignment]
+    view = AttemptView(PATTERNS)
+    view.mark_running(0.0)
+    view.read((LOGS / name).read_text(errors="replace").splitlines(), 1.0)
+    past = [PastDecision(j.decision.action.value, float(i), j.evidence) for i, j in enumerate(history)]
+    record = JobRecord("1", state, "sacct", exit_code=exit_code, nodes=("node1",))
+    return judge(
+        POLICY, view.end_verdict(record, 2.0), history_from(past, len(history) + 1, view.last_iteration)
+    )
+
+
+def test_exit_16_from_the_rerun_machinery_restarts_once_then_stops() -> None:
+    """nan.log: a NaN at iteration 3, Megatron's rerun state machine saves and exits 16 (torchrun itself
+    exits 1): one restart as numerical_instability off its node; the same again, no progress: stop."""
+    first = _ended("megatron/nan.log", JobState.FAILED, 1)
+    assert (first.decision.action, first.decision.rule, first.outcome.exit_code) == (
+        DecisionAction.RESTART, "megatron_rerun", 16)  # fmt: skip
+    assert first.evidence.error_type == "numerical_instability" and first.effects.exclude_nodes == ("node1",)
+    second = _ended("megatron/nan.log", JobState.FAILED, 1, [first])
+    assert second.decision.action is DecisionAction.STOP
+    assert second.decision.reason.startswith("retry budget exhausted (attempt 2/1")
+
+
+def test_sigterm_save_and_exit_0_mid_run_is_resumed_then_completes() -> None:
+    """Under autoexp run: the walltime signal reached the ranks as SIGTERM, Megatron saved at 101 and
+    exited 0 (not completion: resubmitted by the scheduler rule); the next attempt reached 300/300."""
+    first = _ended("megatron_autoexp/walltime_attempt1.log", JobState.COMPLETED, 0)
+    assert (first.decision.action, first.outcome.kind, first.decision.rule) == (
+        DecisionAction.RESTART, OutcomeKind.EARLY_EXIT, "scheduler")  # fmt: skip
+    assert first.evidence.iteration == 101
+    last = _ended("megatron_autoexp/walltime_attempt2.log", JobState.COMPLETED, 0, [first])
+    assert (last.decision.action, last.decision.reason) == (DecisionAction.STOP, "Job completed successfully")
+
+
+def test_a_frozen_rank_is_a_hang_not_killed() -> None:
+    """stop.log: rank 1 frozen with kill -STOP; rank 0's NCCL watchdog line (then torchrun's forced kill of
+    the stuck rank) is judged a hang (collective timeout), never `killed`."""
+    for name in ("megatron/stop.log", "megatron_autoexp/stop_attempt1.log"):
+        j = _ended(name, JobState.FAILED, 1)
+        assert (j.outcome.kind, j.evidence.error_type) == (OutcomeKind.HANG, "nccl_timeout"), name
+        assert j.decision.action is DecisionAction.RESTART

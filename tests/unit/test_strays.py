@@ -1,0 +1,75 @@
+"""The stray net's pure part: which tagged live jobs are not the attempt the store tracks."""
+
+from __future__ import annotations
+
+from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.slurm_parse import parse_squeue_tagged
+from oellm_autoexp.core.strays import KnownAttempt, TaggedJob, find_strays, parse_tag
+
+TAG1 = "autoexp-1-7-1-0000abcd"
+TAG2 = "autoexp-1-7-2-1111abcd"
+
+
+def attempt(no: int, tag: str, executor_id: str | None, intent: str, ended: bool = False) -> KnownAttempt:
+    return KnownAttempt(100 + no, 7, no, tag, executor_id, intent, ended)
+
+
+def test_tag_is_parsed_and_other_comments_are_not_tags() -> None:
+    """A submit tag names session, job and attempt; a user's own comment is no tag."""
+    assert parse_tag(TAG2) == (1, 7, 2)
+    assert parse_tag("my run, please keep") is None
+    assert parse_tag("autoexp-1-7-2-NOTHEX!!") is None
+
+
+def test_tracked_attempt_and_unconfirmed_intent_are_not_strays() -> None:
+    """The job the store tracks, and a job whose intent is still being resolved (it is adopted by
+    its tag), are left alone."""
+    tagged = [TaggedJob("10", TAG1, JobState.RUNNING), TaggedJob("11", TAG2, JobState.PENDING)]
+    known = [attempt(1, TAG1, "10", "confirmed"), attempt(2, TAG2, None, "intended")]
+    assert find_strays(tagged, known, {1}) == []
+
+
+def test_job_of_an_abandoned_intent_is_a_stray_with_its_attempt() -> None:
+    """An orphaned sbatch's job (its attempt was abandoned) is cancelled, naming the attempt."""
+    tagged = [
+        TaggedJob("11", TAG2, JobState.RUNNING),
+        TaggedJob("12", "autoexp-1-7-3-2222abcd", JobState.RUNNING),
+    ]
+    known = [
+        attempt(2, TAG2, None, "abandoned", ended=True),
+        attempt(3, "autoexp-1-7-3-2222abcd", "12", "confirmed"),
+    ]
+    [stray] = find_strays(tagged, known, {1})
+    assert (stray.executor_id, stray.job_id, stray.attempt_id) == ("11", 7, 102)
+    assert "attempt 2 was given up" in stray.reason and "orphaned sbatch" in stray.reason
+
+
+def test_second_job_with_a_tracked_tag_is_a_stray() -> None:
+    """A second job submitted with a tracked attempt's tag (by hand) is a stray; the tracked one is not."""
+    tagged = [TaggedJob("10", TAG1, JobState.RUNNING), TaggedJob("20", TAG1, JobState.PENDING)]
+    [stray] = find_strays(tagged, [attempt(1, TAG1, "10", "confirmed")], {1})
+    assert stray.executor_id == "20"
+    assert "attempt 1 is job 10; this one is a second submission" in stray.reason
+
+
+def test_ended_attempt_is_a_stray_unknown_tags_other_sessions_and_ended_jobs_are_not() -> None:
+    """A live job whose attempt is recorded ended is a stray. A tag this store never recorded (another
+    state dir's session 1), jobs of sessions not monitored, and jobs that already ended are not touched."""
+    tagged = [
+        TaggedJob("30", "autoexp-1-9-1-3333abcd", JobState.RUNNING),  # no such attempt
+        TaggedJob("10", TAG1, JobState.RUNNING),  # recorded ended (lost), running again
+        TaggedJob("40", "autoexp-2-5-1-4444abcd", JobState.RUNNING),  # session 2: not ours
+        TaggedJob("50", "autoexp-1-9-2-5555abcd", JobState.COMPLETED),  # already over
+    ]
+    strays = find_strays(tagged, [attempt(1, TAG1, "10", "confirmed", ended=True)], {1})
+    assert [(s.executor_id, s.job_id, s.attempt_id) for s in strays] == [("10", 7, 101)]
+    assert "recorded as ended" in strays[0].reason
+
+
+def test_squeue_with_comments_gives_records_and_tags() -> None:
+    """`squeue -o %i|%T|%r|%N|%k` lines give each job's record and, where set, its comment."""
+    text = f"10|RUNNING|None|node1|{TAG1}\n11|PENDING|Priority||(null)\n12_3|RUNNING|None|node[1-2]|note\n"
+    records, comments = parse_squeue_tagged(text)
+    assert records["10"].state is JobState.RUNNING and records["12_3"].nodes == ("node1", "node2")
+    assert records["11"].state is JobState.PENDING
+    assert comments == {"10": TAG1, "12_3": "note"}
