@@ -21,7 +21,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def _samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
+        return _parse(response.read().decode())
+
+
+def _parse(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample, parsed by prometheus-client's own parser, keyed by (name, sorted labels)."""
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)
@@ -98,3 +102,16 @@ def test_a_taken_port_is_refused_before_anything_is_submitted(tmp_path: Path) ->
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"--metrics-port 127.0.0.1:{port}: cannot listen there: Address already in use" in result.stderr
     assert "session" not in result.stdout
+
+
+@pytest.mark.slurm
+def test_a_run_on_slurm_times_its_real_sbatch_and_squeue(tmp_path: Path) -> None:
+    """On the localhost cluster, the textfile of `autoexp run` holds the real sbatch and squeue latencies."""
+    hello = str(REPO_ROOT / "config" / "experiments" / "hello_slurm.yaml")
+    result = _autoexp(tmp_path, "run", hello, "--metrics-textfile", "autoexp.prom")
+    assert result.returncode == 0, result.stdout + result.stderr
+    samples = _parse((tmp_path / "autoexp.prom").read_text())
+    assert samples[("autoexp_slurm_command_seconds_count", (("command", "sbatch"),))] == 1
+    assert samples[("autoexp_slurm_command_seconds_count", (("command", "squeue"),))] >= 1
+    assert 0 < samples[("autoexp_slurm_command_seconds_sum", (("command", "squeue"),))] < 30
+    assert samples[("autoexp_jobs", (("status", "completed"),))] == 1
