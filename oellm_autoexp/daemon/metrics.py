@@ -14,6 +14,7 @@ were asked for (cli/_metrics.py says how to install it otherwise).
 from __future__ import annotations
 
 from collections import Counter as Tally
+from datetime import UTC, datetime
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -47,7 +48,11 @@ class MonitorMetrics:
         self._define(self.registry)
         self.textfile = textfile
         self.endpoint = MetricsEndpoint(self.registry, *endpoint) if endpoint else None
-        self._read_to: dict[int, int] = {}  # attempt id -> log offset already counted
+        # Log bytes are counted from the store's timing record (log_reads): the rows this monitor
+        # wrote (read since it started), per attempt watched, until one poll after it ended.
+        self._since = datetime.now(UTC)
+        self._watched: set[int] = set()  # attempt ids
+        self._bytes_counted: dict[int, int] = {}  # attempt id -> bytes already counted
         self._closed = False
         command_timing.add_listener(self._on_command)
 
@@ -119,14 +124,14 @@ class MonitorMetrics:
             self.restarts.labels(evidence.error_type or evidence.kind).inc()
         if evidence.after_first_fatal_s is not None:
             self.decision_latency.observe(evidence.after_first_fatal_s)
-        self._count_log_bytes(event.live)
+        self._watched.add(event.live.attempt.id)
 
     def _on_polled(self, event: Polled) -> None:
         self._store_counts(event.session_ids)
         self.since_progress.clear()
         for live in event.lives:
             self._watch_numbers(live, event.now_s)
-            self._count_log_bytes(live)
+        self._count_log_bytes({live.attempt.id for live in event.lives})
         self.last_poll.set(event.now_s)
         if self.textfile is not None:
             write_textfile(self.registry, self.textfile)
@@ -163,15 +168,19 @@ class MonitorMetrics:
             since = tracker.progress_s if tracker.progress_s is not None else tracker.started_s
             self.since_progress.labels(*labels).set(max(now_s - since, 0.0))
 
-    def _count_log_bytes(self, live: LiveAttempt) -> None:
-        """Count what the attempt's log was read up to since last time (its newest read record)."""
-        mark = live.last_read
-        if mark is None:
+    def _count_log_bytes(self, live_ids: set[int]) -> None:
+        """Add what was read of each watched attempt's log since the last poll (its end included)."""
+        if self.store is None:
             return
-        counted = self._read_to.get(live.attempt.id, mark.start_offset)
-        if mark.end_offset > counted:
-            self.log_bytes.inc(mark.end_offset - counted)
-        self._read_to[live.attempt.id] = mark.end_offset
+        for attempt_id in self._watched | live_ids:
+            reads = self.store.log_reads_for_attempt(attempt_id)
+            total = sum(r.end_offset - r.start_offset for r in reads if r.read_at >= self._since)
+            counted = self._bytes_counted.get(attempt_id, 0)
+            if total > counted:
+                self.log_bytes.inc(total - counted)
+                self._bytes_counted[attempt_id] = total
+        # An attempt no longer watched was counted once more above (its last lines): forget it.
+        self._watched = set(live_ids)
 
     def _on_command(self, run: CommandRun) -> None:
         self.slurm_seconds.labels(run.command).observe(run.seconds)

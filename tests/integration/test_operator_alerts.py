@@ -138,7 +138,9 @@ def test_a_run_tells_the_operator_and_exports_its_numbers(tmp_path: Path) -> Non
     assert final[("autoexp_jobs", (("status", "completed"),))] == 1
     assert final[("autoexp_restarts_total", (("cause", "nccl"),))] == 1
     assert final[("autoexp_last_iteration", (("job", "alerts"), ("session", "1")))] == 6
-    assert final[("autoexp_log_bytes_classified_total", ())] > 100
+    logs = sorted((tmp_path / "out" / "logs").glob("*.out"))
+    assert len(logs) == 2  # every byte of both attempts' logs was read and classified, once
+    assert final[("autoexp_log_bytes_classified_total", ())] == sum(log.stat().st_size for log in logs)
     with pytest.raises(urllib.error.URLError):
         _scrape(url)  # the endpoint stopped with the monitor
 
