@@ -63,11 +63,6 @@ class Notifier:
             self._delivery.close()
         self._report_failures()
 
-    @property
-    def delivery_counts(self) -> dict[str, int]:
-        """sent / failed / dropped so far."""
-        return dict(self._delivery.counts) if self._delivery else {"sent": 0, "failed": 0, "dropped": 0}
-
     # -- events -----------------------------------------------------------------------------------
 
     def _on_judged(self, event: Judged) -> None:
