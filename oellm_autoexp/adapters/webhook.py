@@ -1,6 +1,7 @@
 """Webhook delivery: a bounded queue and one worker thread that POSTs alerts, with retries.
 
-It never blocks or breaks the monitor loop. `send` puts a message on a bounded queue and
+One `WebhookDelivery` per webhook, so that a receiver that is down delays only its own
+messages. It never blocks or breaks the monitor loop. `send` puts a message on a bounded queue and
 returns at once (a full queue drops the message, and says so in the record). The worker
 thread POSTs each message with a timeout and, on failure, retries after 1 s, 4 s, 16 s...
 (core/alerts.py `retry_delay_s`) up to the message's `max_tries`. Every outcome (sent,
@@ -30,6 +31,7 @@ from typing import Any
 from oellm_autoexp.core.alerts import retry_delay_s
 
 RECORD_FILENAME = "notifications.jsonl"
+_RECORD_LOCK = threading.Lock()  # one webhook's worker appends a line at a time
 _STOP = object()  # the worker's last item
 _JOIN_SLACK_S = 1.0  # beyond one request's timeout, how long close() waits for the worker
 
@@ -81,18 +83,20 @@ class WebhookDelivery:
         self,
         record_path: Path | None,
         *,
+        name: str = "webhook",
         queue_size: int = 100,
         drain_s: float = 10.0,
         environ: Mapping[str, str] = os.environ,
         post: Callable[[str, dict[str, Any], float], int] = post_json,
     ) -> None:
         self._record_path = record_path
+        self._name = name
         self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
-        self._drain_s = drain_s
+        self.drain_s = drain_s
         self._environ = environ
         self._post = post
         self._stop = threading.Event()
-        self._lock = threading.Lock()  # guards the record file, the failures and the counts
+        self._lock = threading.Lock()  # guards the failures and the counts
         self._failures: list[str] = []
         self.counts = {"sent": 0, "failed": 0, "dropped": 0}
         self._thread: threading.Thread | None = None
@@ -106,7 +110,7 @@ class WebhookDelivery:
             return False
         self._longest_timeout_s = max(self._longest_timeout_s, message.timeout_s)
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="autoexp-webhooks")
+            self._thread = threading.Thread(target=self._run, name=f"autoexp-webhook-{self._name}")
             self._thread.start()
         try:
             self._queue.put_nowait(message)
@@ -121,14 +125,15 @@ class WebhookDelivery:
             taken, self._failures = self._failures, []
         return taken
 
-    def close(self) -> None:
-        """Give what is queued `drain_s` to go out, then stop the worker; the rest is recorded dropped."""
+    def close(self, deadline: float | None = None) -> None:
+        """Give what is queued until `deadline` (time.monotonic; default: `drain_s` from now) to go out,
+        then stop the worker; what is left is recorded as dropped."""
         if self._closed:
             return
         self._closed = True
         if self._thread is None:
             return
-        deadline = time.monotonic() + self._drain_s
+        deadline = time.monotonic() + self.drain_s if deadline is None else deadline
         while self._queue.unfinished_tasks and time.monotonic() < deadline:
             time.sleep(0.02)
         self._stop.set()  # a retry waiting for its turn gives up now
@@ -203,6 +208,7 @@ class WebhookDelivery:
             if result != "sent":
                 what = message.about.get("event", "alert")
                 self._failures.append(f"alert {what} to webhook {message.webhook} {result}: {error}")
+        with _RECORD_LOCK:
             self._append(entry)
 
     def _append(self, entry: dict[str, Any]) -> None:
@@ -213,4 +219,5 @@ class WebhookDelivery:
             with self._record_path.open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(entry) + "\n")
         except OSError as exc:  # a full disk must not break delivery either
-            self._failures.append(f"cannot write {self._record_path.name}: {exc}")
+            with self._lock:
+                self._failures.append(f"cannot write {self._record_path.name}: {exc}")

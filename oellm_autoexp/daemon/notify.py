@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shlex
 import socket
+import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -44,7 +45,7 @@ class Notifier:
         self._store = store
         self._state_dir = str(Path(state_dir).resolve())
         self._say = say
-        self._delivery: WebhookDelivery | None = None
+        self._deliveries: dict[str, WebhookDelivery] = {}  # webhook name -> its queue and thread
         self._by_session: dict[int, NotificationSettings] = {}
 
     def notice(self, event: MonitorEvent) -> None:
@@ -59,8 +60,11 @@ class Notifier:
             self._report_failures()
 
     def close(self) -> None:
-        if self._delivery is not None:
-            self._delivery.close()
+        # One deadline for all: the webhooks drain side by side, not one after the other.
+        drain_s = max((d.drain_s for d in self._deliveries.values()), default=0.0)
+        deadline = time.monotonic() + drain_s
+        for delivery in self._deliveries.values():
+            delivery.close(deadline)
         self._report_failures()
 
     # -- events -----------------------------------------------------------------------------------
@@ -121,21 +125,21 @@ class Notifier:
                 hook.name, hook.url_env, payload(alert, hook.format), about, timeout_s=hook.timeout_s,
                 max_tries=settings.max_tries, retry_base_s=settings.retry_base_s,
             )  # fmt: skip
-            self._delivery_for(settings).send(message)
+            self._delivery_for(hook.name, settings).send(message)
 
-    def _delivery_for(self, settings: NotificationSettings) -> WebhookDelivery:
-        # One queue and one thread per monitor, sized by the first settings that send something.
-        if self._delivery is None:
-            self._delivery = WebhookDelivery(
-                Path(self._state_dir) / RECORD_FILENAME,
-                queue_size=settings.queue_size,
+    def _delivery_for(self, webhook: str, settings: NotificationSettings) -> WebhookDelivery:
+        # A queue and a thread per webhook (started with its first message), so that a receiver
+        # that is down delays only its own messages; sized by the first job's settings that use it.
+        if webhook not in self._deliveries:
+            self._deliveries[webhook] = WebhookDelivery(
+                Path(self._state_dir) / RECORD_FILENAME, name=webhook, queue_size=settings.queue_size,
                 drain_s=settings.drain_s,
-            )
-        return self._delivery
+            )  # fmt: skip
+        return self._deliveries[webhook]
 
     def _report_failures(self) -> None:
-        if self._delivery is not None:
-            for line in self._delivery.take_failures():
+        for delivery in self._deliveries.values():
+            for line in delivery.take_failures():
                 self._say(f"warning: {line} (see {RECORD_FILENAME} in the state dir)")
 
     def _settings(self, session_id: int) -> NotificationSettings:

@@ -7,7 +7,9 @@ while the run goes on, and the textfile is parsed after it, both with prometheus
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -53,6 +55,7 @@ def _experiment(tmp_path: Path, *, command: list[str]) -> Path:
                         "url_env": "AUTOEXP_TEST_PAGER",
                         "events": ["monitor_stale", "session_finished"],
                     },
+                    {"name": "dead", "url_env": "AUTOEXP_TEST_DEAD"},  # nothing listens there
                 ],
                 "retry_base_s": 0.05,
             },
@@ -68,7 +71,15 @@ def _autoexp(state: Path, *args: str) -> list[str]:
 
 
 def _env(chat: Receiver, pager: Receiver) -> dict[str, str]:
-    return {**os.environ, "AUTOEXP_TEST_CHAT": chat.url, "AUTOEXP_TEST_PAGER": pager.url}
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{closed.getsockname()[1]}/hook"
+    return {
+        **os.environ,
+        "AUTOEXP_TEST_CHAT": chat.url,
+        "AUTOEXP_TEST_PAGER": pager.url,
+        "AUTOEXP_TEST_DEAD": dead,
+    }
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -98,7 +109,8 @@ def _scrape_until(url: str, key: Any, proc: subprocess.Popen[str]) -> dict[Any, 
 def test_a_run_tells_the_operator_and_exports_its_numbers(tmp_path: Path) -> None:
     """The restart, the completion and the session's end reach the chat webhook as {"text": ...} messages
     that name job, attempt, cause, evidence line, budget and the explain command; the pager only hears
-    what it asked for; the endpoint serves live numbers during the run and the textfile keeps the last."""
+    what it asked for; a webhook that is down costs warnings and records, and delays nobody else's; the
+    endpoint serves live numbers during the run and the textfile keeps the last."""
     config = _experiment(tmp_path, command=["sh", "-c", JOB.format(marker=tmp_path / "marker")])
     state, textfile = tmp_path / "state", tmp_path / "autoexp.prom"
     with serving(Receiver()) as chat, serving(Receiver()) as pager:
@@ -133,6 +145,13 @@ def test_a_run_tells_the_operator_and_exports_its_numbers(tmp_path: Path) -> Non
     )
     assert [body["kind"] for body in pager.bodies] == ["session_finished"]  # the pager's own events only
     assert all(set(body) == {"text"} for body in chat.bodies)
+    assert "warning: alert restart to webhook dead failed: cannot connect" in output
+    records = [json.loads(line) for line in (state / "notifications.jsonl").read_text().splitlines()]
+    assert sorted((r["webhook"], r["event"], r["result"], r["tries"]) for r in records) == [
+        ("chat", "completed", "sent", 1), ("chat", "restart", "sent", 1), ("chat", "session_finished", "sent", 1),
+        ("dead", "completed", "failed", 4), ("dead", "restart", "failed", 4), ("dead", "session_finished", "failed", 4),
+        ("pager", "session_finished", "sent", 1),
+    ]  # fmt: skip
 
     final = _samples(textfile.read_text())
     assert final[("autoexp_jobs", (("status", "completed"),))] == 1

@@ -33,7 +33,7 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 
 def _worker_alive() -> bool:
-    return any(t.name == "autoexp-webhooks" and t.is_alive() for t in threading.enumerate())
+    return any(t.name.startswith("autoexp-webhook") and t.is_alive() for t in threading.enumerate())
 
 
 def _free_port() -> int:
