@@ -19,6 +19,7 @@ from oellm_autoexp.cli._metrics import add_metrics_args, check_metrics_args, met
 from oellm_autoexp.cli._sessions import open_store, resume_command
 from oellm_autoexp.cli.monitor_session import detach
 from oellm_autoexp.daemon.session import start_session
+from oellm_autoexp.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,6 +67,11 @@ def submit_session(args: argparse.Namespace) -> tuple[SQLiteStore, SessionInfo, 
 
 def submit_command(args: argparse.Namespace) -> int:
     check_metrics_args(args)  # before anything is submitted
+    if args.no_monitor and metrics_argv(args):
+        raise UserError(
+            "--metrics-port and --metrics-textfile are the background monitor's: drop --no-monitor, "
+            "or give them to `autoexp monitor-session` later"
+        )
     store, session, failed = submit_session(args)
     with store:
         total = len(store.jobs_for_session(session.id))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -115,3 +116,24 @@ def test_a_run_on_slurm_times_its_real_sbatch_and_squeue(tmp_path: Path) -> None
     assert samples[("autoexp_slurm_command_seconds_count", (("command", "squeue"),))] >= 1
     assert 0 < samples[("autoexp_slurm_command_seconds_sum", (("command", "squeue"),))] < 30
     assert samples[("autoexp_jobs", (("status", "completed"),))] == 1
+
+
+def test_submit_hands_the_metrics_flags_to_its_background_monitor(tmp_path: Path) -> None:
+    """`autoexp submit --metrics-textfile` starts a daemon that writes the file; with --no-monitor the
+    flags are refused, since no monitor would honour them."""
+    demo = str(REPO_ROOT / "config" / "experiments" / "demo.yaml")
+    refused = _autoexp(tmp_path, "submit", demo, "--no-monitor", "--metrics-textfile", "m.prom")
+    assert refused.returncode == 2 and "drop --no-monitor" in refused.stderr
+    submitted = _autoexp(tmp_path, "submit", demo, "--metrics-textfile", "m.prom")
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    textfile, deadline = tmp_path / "m.prom", time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if textfile.exists() and _parse(textfile.read_text()).get(
+            ("autoexp_jobs", (("status", "completed"),))
+        ):
+            break
+        time.sleep(0.2)
+    assert _parse(textfile.read_text())[("autoexp_jobs", (("status", "completed"),))] == 1
+    pid = int(next((tmp_path / "state").glob("monitor-*.pid")).read_text())
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.1)  # the daemon ends with its session
