@@ -27,7 +27,7 @@ def row(r: dict[str, Any]) -> str:
     delay = first.get("after_first_fatal_s")
     judged = first.get("trigger") or "-"
     return (
-        f"| {r['scenario']} | {fault} | {timeout + ' s' if timeout else '600 s'} | {len(r['attempts'])} | "
+        f"| {r['scenario']} | {fault} | {timeout + ' s' if timeout else '-'} | {len(r['attempts'])} | "
         f"{decisions} | {judged} | {'-' if delay is None else f'{delay:.1f} s'} | "
         f"{r['decisions'][-1]['at_s'] if r['decisions'] else '-'} | {'yes' if r['completed'] else 'no'} |"
     )

@@ -90,6 +90,7 @@ class AttemptView:
         self.first_fatal: FatalMark | None = None  # the first fatal line not yet healed
         self.best_iteration: int | None = None  # the counter's high-water mark
         self.total_iterations: int | None = None  # what the counter counts towards (`iteration N/ TOTAL`)
+        self.log_stride: int | None = None  # iterations between the last two new highs (the log interval)
         self._best_before_fatal: int | None = None  # the high-water mark when the window opened
         self._recoveries: list[Recovery] = []
         self._kept_times: list[float] = []  # when each of classifier.signals was read
@@ -162,6 +163,8 @@ class AttemptView:
 
     def _on_iteration(self, iteration: int, now: float) -> None:
         if self.best_iteration is None or iteration > self.best_iteration:
+            if self.best_iteration is not None:
+                self.log_stride = iteration - self.best_iteration
             self.best_iteration = iteration
         fatal = self.first_fatal
         if fatal is None or not self.early.in_job_restarts:
@@ -231,7 +234,7 @@ class AttemptView:
         return Verdict(
             Trigger.END, now, cause=cause, record=record, first_fatal=self.first_fatal, observed=observed,
             worker_exit_code=worker_exit, iteration=self.classifier.last_iteration,
-            total_iterations=self.total_iterations,
+            total_iterations=self.total_iterations, log_stride=self.log_stride,
         )  # fmt: skip
 
     def _worker_exit_code(self) -> int | None:

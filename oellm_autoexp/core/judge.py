@@ -80,6 +80,7 @@ class Verdict:
     worker_exit_code: int | None = None  # the training process's own exit code, from the launcher's lines
     iteration: int | None = None  # the last iteration the log reported
     total_iterations: int | None = None  # the total it was counting towards (Megatron's `N/ TOTAL`)
+    log_stride: int | None = None  # iterations between the last two logged ones (Megatron's --log-interval)
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ def _end_outcome(
     exit_code = verdict.worker_exit_code if verdict.worker_exit_code is not None else record.exit_code
     error_type, signal = (cause.error_type, cause.pattern) if cause else (None, None)
     node = node_of(cause)
-    short = verdict.total_iterations is not None and (verdict.iteration or 0) < verdict.total_iterations
+    short = _stopped_short(verdict)
     if record.state is JobState.COMPLETED and short and not early_exit_is_end:
         error_type, signal = EARLY_EXIT_ERROR_TYPE, "iteration_short_of_total"
     elif exit_code == MEGATRON_RERUN_EXIT and error_type is None:
@@ -220,6 +221,15 @@ def _end_outcome(
         node=node,
         user_cancelled=user_cancelled,
     )
+
+
+def _stopped_short(verdict: Verdict) -> bool:
+    """Did the counter stop before its total? Within one log interval of it is the end: Megatron
+    logs every --log-interval iterations, so 300/305 may be the last line of a finished run."""
+    total, reached, stride = verdict.total_iterations, verdict.iteration or 0, verdict.log_stride
+    if total is None or reached >= total:
+        return False
+    return stride is None or total - reached >= stride
 
 
 # -- judging ----------------------------------------------------------------------------------

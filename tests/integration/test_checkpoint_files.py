@@ -59,8 +59,13 @@ def test_fixtures_are_complete(run_dir: Path) -> None:
 def test_a_cut_shard_makes_it_incomplete_and_rollback_keeps_it_aside(run_dir: Path) -> None:
     """Half a shard: incomplete; rollback renames it failed_*, points the tracker back, and the run checks complete."""
     bad = newest(run_dir)
+    single = len(read_listing(run_dir).checkpoints) == 1
     cut(largest_data_file(bad))
     before = check_run(run_dir)
+    if single:  # the megatron runs keep one save: nothing to fall back to, so no plan (stop, say why)
+        assert (before.status, before.plan, before.refused) == (
+            "incomplete", None, "no complete checkpoint left to fall back to")  # fmt: skip
+        return
     assert before.status == "incomplete" and before.plan is not None
     older = before.plan.resume_iteration
     assert main(["checkpoint", "rollback", str(run_dir)]) == 0

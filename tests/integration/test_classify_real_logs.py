@@ -82,6 +82,12 @@ EXPECTED: dict[str, tuple[str | None, int | None, str | None]] = {
         }.items()
     },
     "gpu_monitor/healthy.log": (None, None, None),
+    # megatron-core on 2 x H200 under the monitor (scripts/device/megatron_autoexp.sh)
+    "megatron_autoexp/kill9_attempt1.log": ("killed", None, None),  # torchrun's teardown, rank 1 silent
+    "megatron_autoexp/oom_attempt1.log": ("oom", 0, None),
+    "megatron_autoexp/stop_attempt1.log": ("nccl_timeout", 0, None),  # the frozen rank: a hang, not killed
+    "megatron_autoexp/walltime_attempt1.log": ("time_limit", None, None),  # the planned save + exit 0
+    **{f"megatron_autoexp/{s}_attempt2.log": (None, None, None) for s in ("kill9", "stop", "walltime")},
 }
 
 FIXTURES = sorted(str(p.relative_to(LOGS)) for p in LOGS.rglob("*.log"))

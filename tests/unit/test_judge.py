@@ -358,3 +358,18 @@ def test_exit_0_is_completion_only_at_the_last_iteration(
     assert (j.decision.action, j.outcome.kind) == (action, kind)
     if action is DecisionAction.RESTART:
         assert j.decision.rule == "scheduler" and j.evidence.error_type == "exit_before_end"
+
+
+def test_exit_0_within_one_log_interval_of_the_total_is_completion() -> None:
+    """Megatron logs every --log-interval iterations: a run of 305 logging every 10 ends with `300/ 305`;
+    its exit 0 is completion, not an early exit (a save mid-run stops a whole interval or more short)."""
+    lines = [
+        f" [2026-11-23 01:46:00] iteration      {i}/     305 | lm loss: 4.1E+00 |" for i in (280, 290, 300)
+    ]
+    j = judge(TRANSIENT, _ended(lines, JobState.COMPLETED, 0), RestartHistory())
+    assert (j.decision.action, j.outcome.kind) == (DecisionAction.STOP, OutcomeKind.SUCCESS)
+    lines = [
+        f" [2026-11-23 01:46:00] iteration      {i}/     305 | lm loss: 4.1E+00 |" for i in (260, 270, 280)
+    ]
+    j = judge(TRANSIENT, _ended(lines, JobState.COMPLETED, 0), RestartHistory())
+    assert j.outcome.kind is OutcomeKind.EARLY_EXIT
