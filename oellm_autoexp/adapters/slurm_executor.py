@@ -11,9 +11,12 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from oellm_autoexp.adapters import command_timing
+from oellm_autoexp.adapters.command_timing import CommandFailure
 from oellm_autoexp.adapters.executor import ExecutorError, ExecutorTimeout
 from oellm_autoexp.adapters.parent_death import die_with_parent
 from oellm_autoexp.core.job_record import JobRecord
@@ -45,8 +48,10 @@ def run_slurm_command(
 
     The command dies with the thread that started it (a SIGKILLed monitor leaves no
     sbatch behind to submit a job nobody tracks), and a timeout kills its whole
-    process group (a wrapper script's children too).
+    process group (a wrapper script's children too). Every run is reported
+    (adapters/command_timing.py) with its time and how it failed.
     """
+    started = time.monotonic()
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -59,15 +64,18 @@ def run_slurm_command(
             preexec_fn=die_with_parent(os.getpid()),
         )
     except FileNotFoundError as exc:
+        command_timing.report_since(argv[0], started, CommandFailure.MISSING)
         raise ExecutorError(f"{argv[0]}: command not found (is Slurm installed?)") from exc
     try:
         stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
         _kill_group(proc)
+        command_timing.report_since(argv[0], started, CommandFailure.TIMEOUT)
         raise ExecutorTimeout(f"{argv[0]} did not answer within {timeout_s:g} s") from exc
     except BaseException:
         _kill_group(proc)
         raise
+    command_timing.report_since(argv[0], started, CommandFailure.EXIT_STATUS if proc.returncode else None)
     if proc.returncode != 0:
         raise ExecutorError(f"{argv[0]} failed ({proc.returncode}): {(stderr or stdout).strip()}")
     return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)

@@ -14,12 +14,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.cli._metrics import add_metrics_args, check_metrics_args, metrics_argv, metrics_observer
 from oellm_autoexp.cli._sessions import active_sessions, find_session, open_store, resume_command
 from oellm_autoexp.daemon.monitor import Monitor
+from oellm_autoexp.daemon.observer import MonitorObserver
 
 DETACH_WAIT_S = 30.0  # how long --detach waits for the daemon to take its sessions' locks
 
@@ -30,10 +32,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     which.add_argument("--session-id", help="session id or name")
     which.add_argument("--all", action="store_true", help="every active session")
     parser.add_argument("--detach", action="store_true", help="run in the background (pid file + log)")
+    add_metrics_args(parser)
     parser.set_defaults(func=monitor_session_command)
 
 
 def monitor_session_command(args: argparse.Namespace) -> int:
+    check_metrics_args(args)
     store, state = open_store(args)
     try:
         sessions = active_sessions(store) if args.all else [find_session(store, args.session_id)]
@@ -42,8 +46,9 @@ def monitor_session_command(args: argparse.Namespace) -> int:
             return 0
         ids = [s.id for s in sessions]
         if args.detach:
-            return detach(state, ids, store)
-        return monitor_in_foreground(store, state, ids)
+            return detach(state, ids, store, extra_argv=metrics_argv(args))
+        metrics = metrics_observer(args, store)
+        return monitor_in_foreground(store, state, ids, observers=[metrics] if metrics else [])
     finally:
         store.close()
 
@@ -55,8 +60,12 @@ def monitor_in_foreground(
     *,
     say: Callable[[str], None] | None = None,
     on_poll: Callable[[], None] | None = None,
+    observers: Sequence[MonitorObserver] = (),
 ) -> int:
-    """Run the monitor here until the sessions finish or SIGTERM/SIGINT arrives."""
+    """Run the monitor here until the sessions finish or SIGTERM/SIGINT arrives.
+
+    `observers` (metrics) are closed when it returns, whatever happened.
+    """
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -66,14 +75,19 @@ def monitor_in_foreground(
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return Monitor(store, session_ids, state_dir=state, say=say, on_poll=on_poll).run(stop)
+        monitor = Monitor(store, session_ids, state_dir=state, say=say, on_poll=on_poll, observers=observers)
+        return monitor.run(stop)
     finally:
+        for observer in observers:
+            observer.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
 
 
-def detach(state: Path, session_ids: list[int], store: SQLiteStore | None = None) -> int:
-    """Start `autoexp monitor-session` for the sessions as a background daemon.
+def detach(
+    state: Path, session_ids: list[int], store: SQLiteStore | None = None, *, extra_argv: Sequence[str] = ()
+) -> int:
+    """Start `autoexp monitor-session` for the sessions as a background daemon (`extra_argv`: its flags).
 
     Waits until the daemon holds every session's lock (0), or it exits first: then its
     refusal (another monitor holds a session...) is shown here with its exit code.
@@ -83,6 +97,7 @@ def detach(state: Path, session_ids: list[int], store: SQLiteStore | None = None
     pid_file = state / f"monitor-{label}.pid"
     argv = [sys.executable, "-m", "oellm_autoexp", "--state-dir", str(state), "monitor-session"]
     argv += ["--session-id", str(session_ids[0])] if len(session_ids) == 1 else ["--all"]
+    argv += extra_argv
     start = log.stat().st_size if log.exists() else 0
     with open(log, "ab") as out:
         proc = subprocess.Popen(

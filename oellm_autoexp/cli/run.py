@@ -11,13 +11,18 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from oellm_autoexp.adapters.submission import state_dir
 from oellm_autoexp.cli._live import LiveView
+from oellm_autoexp.cli._metrics import add_metrics_args, metrics_observer
 from oellm_autoexp.cli._views import render_table
 from oellm_autoexp.cli.monitor_session import monitor_in_foreground
 from oellm_autoexp.cli.status import STATUS_COLUMNS, status_rows
 from oellm_autoexp.cli.submit import add_submit_args, submit_session
+
+if TYPE_CHECKING:
+    from oellm_autoexp.daemon.metrics import MonitorMetrics  # optional dependency
 
 TAIL_LINES = 5  # of each job's log, shown when the run ends
 
@@ -27,12 +32,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "run", help="submit every job, then monitor and restart them until they end"
     )
     add_submit_args(parser)
+    add_metrics_args(parser)
     parser.set_defaults(func=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
     """0 when every job completed; 1 when one did not, or its first submission was refused."""
+    metrics = metrics_observer(args, None)  # listening (or refused) before anything is submitted
+    try:
+        return _submit_and_monitor(args, metrics)
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
+def _submit_and_monitor(args: argparse.Namespace, metrics: MonitorMetrics | None) -> int:
     store, session, failed = submit_session(args)
+    if metrics is not None:
+        metrics.store = store
     with store:
         if len(failed) == len(store.jobs_for_session(session.id)):
             print(
@@ -46,6 +63,7 @@ def run_command(args: argparse.Namespace) -> int:
             [session.id],
             say=view.say,
             on_poll=view.redraw,
+            observers=[metrics] if metrics else [],
         )
         print(render_table(status_rows(store, store.get_session(session.id) or session), STATUS_COLUMNS))
         for job in store.jobs_for_session(session.id):

@@ -15,9 +15,11 @@ import time
 from oellm_autoexp.adapters.store import SessionInfo, SQLiteStore
 from oellm_autoexp.adapters.submission import state_dir
 from oellm_autoexp.cli._common import add_config_args, load_plans
+from oellm_autoexp.cli._metrics import add_metrics_args, check_metrics_args, metrics_argv
 from oellm_autoexp.cli._sessions import open_store, resume_command
 from oellm_autoexp.cli.monitor_session import detach
 from oellm_autoexp.daemon.session import start_session
+from oellm_autoexp.errors import UserError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--no-monitor", action="store_true", help="only submit; `autoexp monitor-session` can take it later"
     )
+    add_metrics_args(parser)  # for the background monitor
     parser.set_defaults(func=submit_command)
 
 
@@ -63,6 +66,12 @@ def submit_session(args: argparse.Namespace) -> tuple[SQLiteStore, SessionInfo, 
 
 
 def submit_command(args: argparse.Namespace) -> int:
+    check_metrics_args(args)  # before anything is submitted
+    if args.no_monitor and metrics_argv(args):
+        raise UserError(
+            "--metrics-port and --metrics-textfile are the background monitor's: drop --no-monitor, "
+            "or give them to `autoexp monitor-session` later"
+        )
     store, session, failed = submit_session(args)
     with store:
         total = len(store.jobs_for_session(session.id))
@@ -71,7 +80,7 @@ def submit_command(args: argparse.Namespace) -> int:
         print(f"nothing could be submitted ({total} job(s) refused)", file=sys.stderr)
         return 1
     if not args.no_monitor:
-        started = detach(directory, [session.id])
+        started = detach(directory, [session.id], extra_argv=metrics_argv(args))
         return started or (1 if failed else 0)
     print(f"not monitored; resume with: {resume_command(directory, [session.id])}")
     return 1 if failed else 0

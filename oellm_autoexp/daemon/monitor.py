@@ -19,7 +19,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from oellm_autoexp.adapters.executor import ExecutorError
@@ -43,6 +43,14 @@ from oellm_autoexp.core.judge import Evidence, Judgement, Trigger, Verdict, judg
 from oellm_autoexp.core.policy import DecisionAction
 from oellm_autoexp.core.read_times import ReadMark, coalesces, extended
 from oellm_autoexp.daemon.clock import utc
+from oellm_autoexp.daemon.observer import (
+    Judged,
+    MonitorObserver,
+    Polled,
+    SessionsEnded,
+    observers_for,
+    stale_found,
+)
 from oellm_autoexp.daemon.scheduler import Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
 from oellm_autoexp.daemon.session_lock import SessionLocks
@@ -73,6 +81,7 @@ class Monitor:
         say: Callable[[str], None] | None = None,
         on_poll: Callable[[], None] | None = None,
         executor_factory: ExecutorFactory = make_executor,
+        observers: Sequence[MonitorObserver] = (),
     ) -> None:
         self.store = store
         self._executor_factory = executor_factory  # tests inject executors without Slurm
@@ -97,6 +106,7 @@ class Monitor:
         # disk is full (retried each poll); the stray net cancels jobs of ours nobody tracks.
         self._writes = BufferedStore(store, self._say)
         self._strays = StrayNet(store, self.session_ids, self._say)
+        self._observer = observers_for(store, state_dir, self._say, observers)  # alerts, metrics
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -134,6 +144,7 @@ class Monitor:
                 self._release_sessions()
             for pending in self._writes.pending():
                 self._say(f"NOT SAVED (disk full): {pending.describe()}")
+            self._observer.close()
 
     def _intervals(self, poll_s: float) -> dict[str, float]:
         settings = list(self._runtimes.values())
@@ -168,7 +179,10 @@ class Monitor:
     def _lock_sessions(self) -> None:
         stale_after_s = min((rt.settings.lock_stale_after_s for rt in self._runtimes.values()),
                             default=DEFAULT_LOCK_STALE_S)  # fmt: skip
+        stale = self._locks.stale_holders(utc(self.clock()), stale_after_s)
         self._locks.acquire(utc(self.clock()), stale_after_s)
+        for found in stale_found(stale, stale_after_s, self.clock()):
+            self._observer.notice(found)
 
     def _release_sessions(self) -> None:
         self._locks.release()
@@ -222,6 +236,7 @@ class Monitor:
             return 0  # stopped on request; the jobs go on and a later monitor resumes them
         for sid in self.session_ids:
             self._writes.write("set_session_status", sid, SessionStatus.COMPLETED.value)
+        self._observer.notice(SessionsEnded(tuple(self.session_ids), self.clock()))
         return 0 if all(s == JobStatus.COMPLETED.value for s in statuses) else 1
 
     # -- resuming -------------------------------------------------------------------------------
@@ -341,6 +356,7 @@ class Monitor:
             self._poll_executor(lives, now)
         self._check_fatal_lines(now)
         self._check_hangs(now)
+        self._observer.notice(Polled(tuple(self.session_ids), tuple(self._live.values()), now))
         if self._on_poll is not None:
             self._on_poll()
         if self._dirty:
@@ -473,6 +489,7 @@ class Monitor:
             signals=self._unrecorded_signals(live, now), ended=ended, iteration=view.last_iteration,
         )  # fmt: skip
         decision = judgement.decision
+        self._observer.notice(Judged(live, judgement, now))
         self._say(f"{self._who(live)}: {decision.action.value}: {decision.reason}")
         self._carry_out(live, judgement, now)
         self._dirty = True

@@ -101,6 +101,22 @@ class SessionLocks:
                 self.store.release_monitor_lock(sid, pid=self.pid, host=self.host)
             raise
 
+    def stale_holders(self, now: datetime, stale_after_s: float) -> list[SessionInfo]:
+        """The sessions held by another monitor that stopped beating (or died here): `acquire` takes them."""
+        found = []
+        for sid in self.session_ids:
+            session = self.store.get_session(sid)
+            if session is None or session.monitor_pid is None or self._is_ours(session):
+                continue
+            beat = session.monitor_heartbeat
+            stale = beat is None or (now - beat).total_seconds() > stale_after_s
+            if stale or self._is_dead(session.monitor_pid, session.monitor_host):
+                found.append(session)
+        return found
+
+    def _is_ours(self, session: SessionInfo) -> bool:
+        return session.monitor_pid == self.pid and session.monitor_host == self.host
+
     def heartbeat(self, now: datetime) -> list[int]:
         """Refresh every lock; the sessions whose lock another monitor has taken."""
         return [

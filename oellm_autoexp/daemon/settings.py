@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from oellm_autoexp.core.progress import HangConfig
+from oellm_autoexp.daemon.notify_settings import NotificationSettings
 from oellm_autoexp.errors import UserError
 
 DEFAULT_PATTERNS = "megatron_production"
@@ -37,6 +38,8 @@ class MonitorSettings(BaseModel):
     lock_stale_after_s: float = Field(default=120.0, gt=0)
     # A failed sbatch (controller down) is retried after this long; it never spends budget.
     submit_retry_s: float = Field(default=30.0, gt=0)
+    # Alerts (webhooks) on restarts, stops, completion...: daemon/notify_settings.py.
+    notifications: NotificationSettings = Field(default_factory=NotificationSettings)
     # Hang detection (no output / no progress); null turns it off.
     hang: HangConfig | None = Field(default_factory=HangConfig)
     # A fatal line ends the attempt even while Slurm says RUNNING (NCCL peers of a dead rank
