@@ -20,7 +20,7 @@ from oellm_autoexp.adapters.command_timing import CommandFailure
 from oellm_autoexp.adapters.executor import ExecutorError, ExecutorTimeout
 from oellm_autoexp.adapters.parent_death import die_with_parent
 from oellm_autoexp.core.job_record import JobRecord
-from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.job_state import JobState, is_terminal
 from oellm_autoexp.core.slurm_parse import (
     SACCT_FORMAT,
     SEP,
@@ -122,12 +122,15 @@ class SlurmExecutor:
         ids = list(dict.fromkeys(job_ids))
         argv = ["squeue", "--noheader", "--me", "--states=all", "-o", f"{SQUEUE_FORMAT}{SEP}%k"]
         text = run_slurm_command(argv, self.timeout_s).stdout
-        live, tagged = parse_squeue_tagged(text)
+        listed, tagged = parse_squeue_tagged(text)
+        # `--states=all` also lists jobs that just ended, without their exit code: those are
+        # asked of sacct like the ones squeue no longer lists (and stay UNKNOWN until sacct knows).
+        live = {i: r for i, r in listed.items() if not is_terminal(r.state)}
         missing = [i for i in ids if i not in live]
         done = self._sacct(missing) if missing else {}
         records = {i: live.get(i) or done.get(i) or JobRecord(i, JobState.UNKNOWN, "none") for i in ids}
         return records, [
-            TaggedJob(i, tag, live[i].state) for i, tag in tagged.items() if tag.startswith(TAG_PREFIX)
+            TaggedJob(i, tag, listed[i].state) for i, tag in tagged.items() if tag.startswith(TAG_PREFIX)
         ]
 
     def find_by_tag(self, tag: str) -> str | None:

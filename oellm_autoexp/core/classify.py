@@ -351,6 +351,9 @@ def silent_death(signals: Sequence[Signal]) -> Signal | None:
     teardown = next((s for s in signals if s.teardown_start == "worker_failed"), None)
     if teardown is None:
         return None
+    code = teardown.groups.get("exit_code") or teardown.groups.get("exitcode")
+    if code is not None and code.isdigit():
+        return None  # the worker exited with a status of its own (srun's `Exited with exit code 3`)
     if any(s.teardown_start == "stop_requested" and s.line_no < teardown.line_no for s in signals):
         return None  # scancel or the time limit: Slurm's end state says why
     return Signal(

@@ -373,3 +373,17 @@ def test_exit_0_within_one_log_interval_of_the_total_is_completion() -> None:
     ]
     j = judge(TRANSIENT, _ended(lines, JobState.COMPLETED, 0), RestartHistory())
     assert j.outcome.kind is OutcomeKind.EARLY_EXIT
+
+
+def test_a_task_that_exited_with_a_code_is_no_silent_death() -> None:
+    """srun's `task 0: Exited with exit code 3` ends the job (the launcher tears down) but the worker chose
+    its status: not `killed`; with no cause line the job's end decides (crash)."""
+    view = _view(settle_s=1.0)
+    view.read(["srun: error: node1: task 0: Exited with exit code 3"], 10.0)
+    assert view.fatal_verdict(20.0) is None
+    record = JobRecord("1", JobState.FAILED, "sacct", exit_code=3)
+    j = judge(TRANSIENT, view.end_verdict(record, 21.0), RestartHistory())
+    assert (j.outcome.kind, j.decision.reason) == (
+        OutcomeKind.CRASH,
+        "Transient failure detected (error_type=crash)",
+    )
