@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import UTC, datetime
 
 from oellm_autoexp.adapters.store import SessionInfo, SQLiteStore
 from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_store
-from oellm_autoexp.cli._views import explain_lines, job_row, render_table
+from oellm_autoexp.cli._views import exclusion_lines, explain_lines, job_row, render_table
 
 STATUS_COLUMNS = (
     "job",
@@ -51,12 +52,19 @@ def status_command(args: argparse.Namespace) -> int:
     with store:
         session = find_session(store, args.session) if args.session else latest_session(store)
         rows = status_rows(store, session)
+        now = datetime.now(UTC)
+        excluded = [e for job in store.jobs_for_session(session.id) for e in store.exclusions_for_job(job.id)
+                    if e.is_active(now)]  # fmt: skip
         if args.json:
             print(json.dumps({"session": session.id, "name": session.name, "status": session.status,
-                              "jobs": rows}, indent=2))  # fmt: skip
+                              "jobs": rows, "exclusions": [e.to_record() for e in excluded]},
+                             indent=2))  # fmt: skip
         else:
             print(f"session {session.id} ({session.name}): {session.status}")
             print(render_table(rows, STATUS_COLUMNS))
+            if excluded:
+                print("excluded nodes:")
+                print("\n".join(exclusion_lines(excluded, now)))
     return 0
 
 

@@ -20,6 +20,8 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 from oellm_autoexp.adapters.executor import ExecutorError
@@ -35,13 +37,21 @@ from oellm_autoexp.adapters.store import (
     SQLiteStore,
 )
 from oellm_autoexp.adapters.submission import make_executor
-from oellm_autoexp.core.attempt_view import AttemptView
+from oellm_autoexp.core.attempt_view import AttemptView, Recovery
+from oellm_autoexp.core.exclusions import Exclusion, active_nodes, exclude_list, exclusions_from_blame
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState, is_terminal
 from oellm_autoexp.core.judge import Evidence, Judgement, Trigger, Verdict, judge, stopped_status
-from oellm_autoexp.core.policy import DecisionAction
+from oellm_autoexp.core.outcome import OutcomeKind
+from oellm_autoexp.core.policy import DecisionAction, RestartHistory
 from oellm_autoexp.core.read_times import ReadMark, coalesces, extended
 from oellm_autoexp.daemon.clock import utc
+from oellm_autoexp.daemon.resubmission import (
+    check_before_resubmit,
+    checkpoint_dir_of,
+    configured_exclude,
+    measure_spend,
+)
 from oellm_autoexp.daemon.scheduler import Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
 from oellm_autoexp.daemon.session_lock import SessionLocks
@@ -204,7 +214,7 @@ class Monitor:
                     self._attach(rt, latest, now)  # only to record how the cancelled attempt ended
                 continue
             if latest is None or latest.intent in (Intent.ABANDONED.value, Intent.INTENDED.value):
-                self._submit(rt, (), now)  # adopts an unconfirmed intent found by its tag
+                self._submit(rt, now)  # adopts an unconfirmed intent found by its tag
             elif latest.executor_job_id and (latest.ended_at is None and not is_terminal(latest.state)):
                 if not self._carry_out_recorded(rt, latest, now):
                     self._attach(rt, latest, now)
@@ -248,18 +258,20 @@ class Monitor:
             live.decided_early = live.cancelled_by_monitor = True
             self._cancel(live)
         if last.action == DecisionAction.RESTART.value:
-            self._submit(rt, evidence.exclude_nodes, now)
+            self._submit(rt, now)
         return True
 
     # -- submitting -----------------------------------------------------------------------------
 
-    def _submit(self, rt: JobRuntime, exclude_nodes: tuple[str, ...], now: float) -> None:
+    def _submit(self, rt: JobRuntime, now: float) -> None:
         status = self._job_status(rt.job.id)
         if status != JobStatus.ACTIVE.value:
             # `autoexp cancel` during a restart's cooldown: the restart is dropped.
             self._say(f"{rt.job.name}: not resubmitting: the job is {status}")
             return
-        attempt = self._submitter.submit(rt, exclude_nodes, now)
+        if self._is_resubmission(rt) and not self._checkpoint_ready(rt, now):
+            return
+        attempt = self._submitter.submit(rt, self._excluded_nodes(rt, now), now)
         if attempt is not None:
             self._attach(rt, attempt, now)
         self._dirty = True
@@ -299,9 +311,9 @@ class Monitor:
     # -- polling Slurm --------------------------------------------------------------------------
 
     def _poll(self, now: float) -> None:
-        for job_id, nodes in self._submitter.take_due(now):
+        for job_id, _ in self._submitter.take_due(now):
             if job_id in self._runtimes:
-                self._submit(self._runtimes[job_id], nodes, now)
+                self._submit(self._runtimes[job_id], now)
         by_executor: dict[str, list[LiveAttempt]] = {}
         for live in list(self._live.values()):
             by_executor.setdefault(live.runtime.executor.name, []).append(live)
@@ -423,21 +435,23 @@ class Monitor:
         job = self.store.get_job(rt.job.id)
         user_cancelled = job is not None and job.status == JobStatus.CANCELLED_BY_USER.value
         view = live.view
-        history = job_history(
-            self.store.decisions_for_job(rt.job.id), live.attempt.attempt_no, view.last_iteration
-        )
-        judgement = judge(rt.policy, verdict, history, view.classifier.signals, user_cancelled=user_cancelled)
+        history = self._history(live, now)
+        judgement = judge(rt.policy, verdict, history, view.classifier.signals, user_cancelled=user_cancelled,
+                          allocation=live.nodes or live.attempt.nodes)  # fmt: skip
         if not judgement.record:
             live.waiting_on_fatal = verdict.trigger is Trigger.FATAL_LINE
             if ended is not None:
                 self._record_end(live, ended, now)
             return judgement
+        exclusions = self._new_exclusions(rt, judgement, now)
         self.store.record_judgement(
             rt.job.id, live.attempt.id, judgement, now=utc(now), signals=self._unrecorded_signals(live, now),
-            ended=ended, iteration=view.last_iteration,
+            ended=ended, iteration=view.last_iteration, exclusions=exclusions,
         )  # fmt: skip
         decision = judgement.decision
         self._say(f"{self._who(live)}: {decision.action.value}: {decision.reason}")
+        if exclusions:
+            self._exclude_on_queued(rt, now)
         self._carry_out(live, judgement, now)
         self._dirty = True
         return judgement
@@ -455,8 +469,8 @@ class Monitor:
                 self._poll_due(now)
 
     def _poll_due(self, now: float) -> None:
-        for job_id, nodes in self._submitter.take_due(now):
-            self._submit(self._runtimes[job_id], nodes, now)
+        for job_id, _ in self._submitter.take_due(now):
+            self._submit(self._runtimes[job_id], now)
 
     def _cancel(self, live: LiveAttempt) -> None:
         try:
@@ -472,10 +486,7 @@ class Monitor:
             if verdict is not None:
                 self._judge(live, verdict, now)
             for recovery in live.view.take_recoveries():
-                self._say(
-                    f"{self._who(live)}: in-job restart healed: iteration {recovery.iteration} "
-                    f"{recovery.healed_at_s - recovery.fatal.at_s:.0f} s after: {recovery.fatal.signal.line}"
-                )
+                self._record_recovery(live, recovery, now)
 
     def _check_hangs(self, now: float) -> None:
         for live in list(self._live.values()):
@@ -486,6 +497,87 @@ class Monitor:
             if verdict is not None:
                 self._say(f"{self._who(live)}: hang detected: {verdict.hang.detail if verdict.hang else ''}")
                 self._judge(live, verdict, now)
+
+    # -- before a resubmission: history, spend, exclusions, checkpoint (daemon/resubmission.py) --
+
+    def _history(self, live: LiveAttempt, now: float) -> RestartHistory:
+        """The judge's history: stored decisions, the active exclusions and, with a budget, the spend."""
+        rt = live.runtime
+        history = job_history(
+            self.store.decisions_for_job(rt.job.id), live.attempt.attempt_no, live.view.last_iteration
+        )
+        spent = None
+        if rt.policy.spend_limits is not None:
+            attempts = [a for a in self.store.attempts_for_job(rt.job.id) if a.executor_job_id]
+            spent = measure_spend(rt.executor, attempts, rt.plan.config.slurm.gpus_per_node, utc(now))
+        return replace(history, excluded_nodes=self._active_exclusions(rt, now), spent=spent)
+
+    def _active_exclusions(self, rt: JobRuntime, now: float) -> tuple[str, ...]:
+        return active_nodes(self.store.exclusions_for_job(rt.job.id), rt.job.name, utc(now))
+
+    def _excluded_nodes(self, rt: JobRuntime, now: float) -> tuple[str, ...]:
+        """`--exclude` for the next attempt: the experiment's own list plus the active exclusions."""
+        active = self._active_exclusions(rt, now)
+        if not active:
+            return ()  # the script's own #SBATCH --exclude (if any) applies unchanged
+        return tuple((exclude_list(configured_exclude(rt.plan), active) or "").split(","))
+
+    def _new_exclusions(self, rt: JobRuntime, judgement: Judgement, now: float) -> list[Exclusion]:
+        """The blamed nodes this judgement keeps off the next attempts (the rule asked for it)."""
+        kept = [b for b in judgement.blame.blamed if b.node in judgement.effects.exclude_nodes]
+        ttl = timedelta(seconds=rt.settings.exclusion_ttl_s)
+        return exclusions_from_blame(rt.job.name, kept, utc(now), ttl)
+
+    def _exclude_on_queued(self, rt: JobRuntime, now: float) -> None:
+        """A successor of the job already queued gets the new list too (`scontrol update`, Slurm only)."""
+        update = getattr(rt.executor, "update_excluded_nodes", None)  # the local executor has none
+        nodes = ",".join(self._excluded_nodes(rt, now))
+        for live in list(self._live.values()):
+            if update is None or not nodes or live.runtime.job.id != rt.job.id:
+                continue
+            if live.state is JobState.PENDING:
+                try:
+                    update(live.executor_id, nodes)
+                except ExecutorError as exc:
+                    self._say(f"warning: could not exclude {nodes} from {self._who(live)}: {exc}")
+
+    def _is_resubmission(self, rt: JobRuntime) -> bool:
+        return any(a.executor_job_id for a in self.store.attempts_for_job(rt.job.id))
+
+    def _checkpoint_ready(self, rt: JobRuntime, now: float) -> bool:
+        """Check the checkpoint a resubmission resumes from; False: the job was stopped instead."""
+        gate = check_before_resubmit(checkpoint_dir_of(rt.plan), rt.policy.max_checkpoint_rollbacks)
+        if gate.reason is None:
+            return True
+        latest = self.store.latest_attempt(rt.job.id)
+        action = DecisionAction.NONE if gate.resume else DecisionAction.STOP
+        evidence = Evidence(kind=OutcomeKind.CRASH.value, trigger="checkpoint", observed=gate.directory,
+                            lines=gate.problems)  # fmt: skip
+        self.store.record_decision(rt.job.id, attempt_id=latest.id if latest else None, action=action.value,
+                                   reason=gate.reason, now=utc(now), evidence=evidence.to_json())  # fmt: skip
+        self._say(f"{rt.job.name}: {gate.reason}")
+        if not gate.resume:
+            self.store.set_job_status(rt.job.id, JobStatus.STOPPED.value, gate.reason)
+        self._dirty = True
+        return gate.resume
+
+    def _record_recovery(self, live: LiveAttempt, recovery: Recovery, now: float) -> None:
+        """An in-job restart healed: an event for `autoexp explain` (a `none` row: no budget counts it)."""
+        fatal = recovery.fatal
+        opened, healed = utc(fatal.at_s), utc(recovery.healed_at_s)
+        evidence = Evidence(
+            kind=OutcomeKind.ALIVE.value, state=JobState.RUNNING.value, trigger="recovery",
+            error_type=fatal.signal.error_type, signal=fatal.signal.pattern, iteration=recovery.iteration,
+            observed=f"recovery window opened {opened:%H:%M:%S} by line {fatal.signal.line_no}, healed "
+                     f"{healed:%H:%M:%S} (window {recovery.window_s:.0f} s)",
+            lines=(fatal.signal.line,), first_fatal_line_no=fatal.signal.line_no,
+            first_fatal_line=fatal.signal.line,
+        )  # fmt: skip
+        reason = recovery.describe()
+        self.store.record_decision(live.runtime.job.id, attempt_id=live.attempt.id, action="none",
+                                   reason=reason, now=utc(now), evidence=evidence.to_json())  # fmt: skip
+        self._say(f"{self._who(live)}: {reason}")
+        self._dirty = True
 
     # -- logs -----------------------------------------------------------------------------------
 
@@ -513,6 +605,9 @@ class Monitor:
         due = live.view.fatal_due_s()
         if had_fatal or due is None or self._ticker is None:
             return
+        if live.view.early.in_job_restarts:
+            self._say(f"{self._who(live)}: fatal line; the launcher restarts in place: recovery window "
+                      f"{due - now:.0f} s for a new best iteration")  # fmt: skip
         # The first fatal line: judge it once the settle window has passed, and look at
         # Slurm soon (the process may exit within seconds) rather than at the next poll.
         settle = max(due - now, 0.0)
