@@ -30,11 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 from oellm_autoexp.core import progress
 from oellm_autoexp.core.classify import Classifier
 from oellm_autoexp.core.job_record import JobRecord
-from oellm_autoexp.core.judge import FatalMark, Trigger, Verdict
+from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.judge import Evidence, FatalMark, Trigger, Verdict
+from oellm_autoexp.core.outcome import OutcomeKind
 from oellm_autoexp.core.progress import HangConfig, ProgressEvent, ProgressState
 from oellm_autoexp.core.signals import PatternSet, Signal, SignalPattern
 
@@ -70,6 +73,24 @@ class Recovery:
             f"{self.healed_at_s - self.fatal.at_s:.0f} s after line {self.fatal.signal.line_no} "
             f"({before}; recovery window {self.window_s:.0f} s)"
         )
+
+    def evidence(self) -> Evidence:
+        """The event's record: the line that opened the window, and when it opened and healed."""
+        line = self.fatal.signal
+        opened, healed = _clock(self.fatal.at_s), _clock(self.healed_at_s)
+        return Evidence(
+            kind=OutcomeKind.ALIVE.value, state=JobState.RUNNING.value, trigger="recovery",
+            error_type=line.error_type, signal=line.pattern, iteration=self.iteration, lines=(line.line,),
+            observed=f"recovery window of {self.window_s:.0f} s opened {opened} by line {line.line_no}, "
+                     f"healed {healed}",
+            first_fatal_line_no=line.line_no, first_fatal_line=line.line,
+            after_first_fatal_s=round(self.healed_at_s - self.fatal.at_s, 3),
+        )  # fmt: skip
+
+
+def _clock(at_s: float) -> str:
+    """HH:MM:SS UTC of an epoch time (a replay's virtual clock too)."""
+    return datetime.fromtimestamp(at_s, UTC).strftime("%H:%M:%S")
 
 
 def progress_event(signal: Signal) -> ProgressEvent | None:

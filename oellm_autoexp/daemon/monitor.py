@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from datetime import timedelta
 from pathlib import Path
 
 from oellm_autoexp.adapters.executor import ExecutorError
@@ -38,19 +37,20 @@ from oellm_autoexp.adapters.store import (
 )
 from oellm_autoexp.adapters.submission import make_executor
 from oellm_autoexp.core.attempt_view import AttemptView, Recovery
-from oellm_autoexp.core.exclusions import Exclusion, active_nodes, exclude_list, exclusions_from_blame
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState, is_terminal
 from oellm_autoexp.core.judge import Evidence, Judgement, Trigger, Verdict, judge, stopped_status
-from oellm_autoexp.core.outcome import OutcomeKind
 from oellm_autoexp.core.policy import DecisionAction, RestartHistory
 from oellm_autoexp.core.read_times import ReadMark, coalesces, extended
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.resubmission import (
-    check_before_resubmit,
-    checkpoint_dir_of,
-    configured_exclude,
-    measure_spend,
+    active_exclusions,
+    exclude_arg,
+    exclude_on_queued,
+    gate_checkpoint,
+    is_resubmission,
+    new_exclusions,
+    spend_so_far,
 )
 from oellm_autoexp.daemon.scheduler import Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
@@ -269,9 +269,9 @@ class Monitor:
             # `autoexp cancel` during a restart's cooldown: the restart is dropped.
             self._say(f"{rt.job.name}: not resubmitting: the job is {status}")
             return
-        if self._is_resubmission(rt) and not self._checkpoint_ready(rt, now):
+        if not self._checkpoint_ready(rt, now):
             return
-        attempt = self._submitter.submit(rt, self._excluded_nodes(rt, now), now)
+        attempt = self._submitter.submit(rt, exclude_arg(self.store, rt, utc(now)), now)
         if attempt is not None:
             self._attach(rt, attempt, now)
         self._dirty = True
@@ -443,7 +443,7 @@ class Monitor:
             if ended is not None:
                 self._record_end(live, ended, now)
             return judgement
-        exclusions = self._new_exclusions(rt, judgement, now)
+        exclusions = new_exclusions(rt, judgement, utc(now))
         self.store.record_judgement(
             rt.job.id, live.attempt.id, judgement, now=utc(now), signals=self._unrecorded_signals(live, now),
             ended=ended, iteration=view.last_iteration, exclusions=exclusions,
@@ -506,76 +506,33 @@ class Monitor:
         history = job_history(
             self.store.decisions_for_job(rt.job.id), live.attempt.attempt_no, live.view.last_iteration
         )
-        spent = None
-        if rt.policy.spend_limits is not None:
-            attempts = [a for a in self.store.attempts_for_job(rt.job.id) if a.executor_job_id]
-            spent = measure_spend(rt.executor, attempts, rt.plan.config.slurm.gpus_per_node, utc(now))
-        return replace(history, excluded_nodes=self._active_exclusions(rt, now), spent=spent)
-
-    def _active_exclusions(self, rt: JobRuntime, now: float) -> tuple[str, ...]:
-        return active_nodes(self.store.exclusions_for_job(rt.job.id), rt.job.name, utc(now))
-
-    def _excluded_nodes(self, rt: JobRuntime, now: float) -> tuple[str, ...]:
-        """`--exclude` for the next attempt: the experiment's own list plus the active exclusions."""
-        active = self._active_exclusions(rt, now)
-        if not active:
-            return ()  # the script's own #SBATCH --exclude (if any) applies unchanged
-        return tuple((exclude_list(configured_exclude(rt.plan), active) or "").split(","))
-
-    def _new_exclusions(self, rt: JobRuntime, judgement: Judgement, now: float) -> list[Exclusion]:
-        """The blamed nodes this judgement keeps off the next attempts (the rule asked for it)."""
-        kept = [b for b in judgement.blame.blamed if b.node in judgement.effects.exclude_nodes]
-        ttl = timedelta(seconds=rt.settings.exclusion_ttl_s)
-        return exclusions_from_blame(rt.job.name, kept, utc(now), ttl)
+        return replace(history, excluded_nodes=active_exclusions(self.store, rt, utc(now)),
+                       spent=spend_so_far(self.store, rt, utc(now)))  # fmt: skip
 
     def _exclude_on_queued(self, rt: JobRuntime, now: float) -> None:
         """A successor of the job already queued gets the new list too (`scontrol update`, Slurm only)."""
-        update = getattr(rt.executor, "update_excluded_nodes", None)  # the local executor has none
-        nodes = ",".join(self._excluded_nodes(rt, now))
-        for live in list(self._live.values()):
-            if update is None or not nodes or live.runtime.job.id != rt.job.id:
-                continue
-            if live.state is JobState.PENDING:
-                try:
-                    update(live.executor_id, nodes)
-                except ExecutorError as exc:
-                    self._say(f"warning: could not exclude {nodes} from {self._who(live)}: {exc}")
-
-    def _is_resubmission(self, rt: JobRuntime) -> bool:
-        return any(a.executor_job_id for a in self.store.attempts_for_job(rt.job.id))
+        queued = [
+            v for v in self._live.values() if v.runtime.job.id == rt.job.id and v.state is JobState.PENDING
+        ]
+        for warning in exclude_on_queued(self.store, rt, [v.executor_id for v in queued], utc(now)):
+            self._say(f"warning: {rt.job.name}: {warning}")
 
     def _checkpoint_ready(self, rt: JobRuntime, now: float) -> bool:
         """Check the checkpoint a resubmission resumes from; False: the job was stopped instead."""
-        gate = check_before_resubmit(checkpoint_dir_of(rt.plan), rt.policy.max_checkpoint_rollbacks)
-        if gate.reason is None:
+        if not is_resubmission(self.store, rt):
             return True
-        latest = self.store.latest_attempt(rt.job.id)
-        action = DecisionAction.NONE if gate.resume else DecisionAction.STOP
-        evidence = Evidence(kind=OutcomeKind.CRASH.value, trigger="checkpoint", observed=gate.directory,
-                            lines=gate.problems)  # fmt: skip
-        self.store.record_decision(rt.job.id, attempt_id=latest.id if latest else None, action=action.value,
-                                   reason=gate.reason, now=utc(now), evidence=evidence.to_json())  # fmt: skip
-        self._say(f"{rt.job.name}: {gate.reason}")
-        if not gate.resume:
-            self.store.set_job_status(rt.job.id, JobStatus.STOPPED.value, gate.reason)
-        self._dirty = True
+        gate = gate_checkpoint(self.store, rt, utc(now))
+        if gate.reason is not None:
+            self._say(f"{rt.job.name}: {gate.reason}")
+            self._dirty = True
         return gate.resume
 
     def _record_recovery(self, live: LiveAttempt, recovery: Recovery, now: float) -> None:
         """An in-job restart healed: an event for `autoexp explain` (a `none` row: no budget counts it)."""
-        fatal = recovery.fatal
-        opened, healed = utc(fatal.at_s), utc(recovery.healed_at_s)
-        evidence = Evidence(
-            kind=OutcomeKind.ALIVE.value, state=JobState.RUNNING.value, trigger="recovery",
-            error_type=fatal.signal.error_type, signal=fatal.signal.pattern, iteration=recovery.iteration,
-            observed=f"recovery window opened {opened:%H:%M:%S} by line {fatal.signal.line_no}, healed "
-                     f"{healed:%H:%M:%S} (window {recovery.window_s:.0f} s)",
-            lines=(fatal.signal.line,), first_fatal_line_no=fatal.signal.line_no,
-            first_fatal_line=fatal.signal.line,
-        )  # fmt: skip
         reason = recovery.describe()
-        self.store.record_decision(live.runtime.job.id, attempt_id=live.attempt.id, action="none",
-                                   reason=reason, now=utc(now), evidence=evidence.to_json())  # fmt: skip
+        self.store.record_decision(live.runtime.job.id, attempt_id=live.attempt.id,
+                                   action=DecisionAction.NONE.value, reason=reason, now=utc(now),
+                                   evidence=recovery.evidence().to_json())  # fmt: skip
         self._say(f"{self._who(live)}: {reason}")
         self._dirty = True
 

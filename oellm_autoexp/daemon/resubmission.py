@@ -10,16 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from oellm_autoexp.adapters.checkpoint_files import apply_rollback, check_run
 from oellm_autoexp.adapters.executor import Executor, ExecutorError
-from oellm_autoexp.adapters.store import AttemptInfo
+from oellm_autoexp.adapters.store import AttemptInfo, JobStatus, SQLiteStore
 from oellm_autoexp.backends.build import checkpoint_dir
 from oellm_autoexp.core.checkpoint_rollback import rollback_line
+from oellm_autoexp.core.exclusions import Exclusion, active_nodes, exclude_list, exclusions_from_blame
+from oellm_autoexp.core.judge import Evidence, Judgement
+from oellm_autoexp.core.outcome import OutcomeKind
 from oellm_autoexp.core.plan import JobPlan
+from oellm_autoexp.core.policy import DecisionAction
 from oellm_autoexp.core.spend import AttemptUsage, Spend, total_spend
+from oellm_autoexp.daemon.watch import JobRuntime
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,35 @@ class CheckpointGate:
     resume: bool  # False: stop the job (`reason` says why and what to check)
     reason: str | None = None  # a line for the decision record; None when nothing happened
     problems: tuple[str, ...] = ()  # the check's findings, kept as the decision's evidence
+
+
+# -- the checkpoint a resubmission resumes from (docs/checkpoints.md) ----------------------------
+
+
+def is_resubmission(store: SQLiteStore, rt: JobRuntime) -> bool:
+    """Has the job reached the executor before (so its next attempt resumes from a checkpoint)?"""
+    return any(a.executor_job_id for a in store.attempts_for_job(rt.job.id))
+
+
+def gate_checkpoint(store: SQLiteStore, rt: JobRuntime, now: datetime) -> CheckpointGate:
+    """Check the job's checkpoint before resubmitting it; a rollback or a stop is recorded.
+
+    A rollback is an event (a `none` decision with the check's evidence); a checkpoint that
+    cannot be fixed stops the job (a `stop` decision, then the job's status: a monitor that
+    dies in between finds the stop and sets the status on resume).
+    """
+    gate = check_before_resubmit(checkpoint_dir_of(rt.plan), rt.policy.max_checkpoint_rollbacks)
+    if gate.reason is None:
+        return gate
+    latest = store.latest_attempt(rt.job.id)
+    action = DecisionAction.NONE if gate.resume else DecisionAction.STOP
+    evidence = Evidence(kind=OutcomeKind.CRASH.value, trigger="checkpoint", observed=gate.directory,
+                        lines=gate.problems)  # fmt: skip
+    store.record_decision(rt.job.id, attempt_id=latest.id if latest else None, action=action.value,
+                          reason=gate.reason, now=now, evidence=evidence.to_json())  # fmt: skip
+    if not gate.resume:
+        store.set_job_status(rt.job.id, JobStatus.STOPPED.value, gate.reason)
+    return gate
 
 
 def checkpoint_dir_of(plan: JobPlan) -> Path:
@@ -60,7 +94,18 @@ def check_before_resubmit(directory: Path, max_rollbacks: int) -> CheckpointGate
 
 
 def _stop_line(why: str, directory: Path) -> str:
-    return f"not resubmitting: {why}; check it by hand: autoexp checkpoint check {directory}"
+    return f"not resubmitting: {why} (details: autoexp checkpoint check {directory})"
+
+
+# -- the cumulative spend (core/spend.py) ----------------------------------------------------------
+
+
+def spend_so_far(store: SQLiteStore, rt: JobRuntime, now: datetime) -> Spend | None:
+    """What all the job's attempts spent, when its policy has a budget to check it against."""
+    if rt.policy.spend_limits is None:
+        return None  # nothing to check: no sacct call
+    attempts = [a for a in store.attempts_for_job(rt.job.id) if a.executor_job_id]
+    return measure_spend(rt.executor, attempts, rt.plan.config.slurm.gpus_per_node, now)
 
 
 def measure_spend(
@@ -100,3 +145,45 @@ def configured_exclude(plan: JobPlan) -> str | None:
     """The experiment's own `slurm.sbatch.exclude`, kept when exclusions are added to it."""
     value = plan.config.slurm.sbatch.get("exclude")
     return value if isinstance(value, str) and value.strip() else None
+
+
+# -- node exclusions (core/exclusions.py) -------------------------------------------------------
+
+
+def active_exclusions(store: SQLiteStore, rt: JobRuntime, now: datetime) -> tuple[str, ...]:
+    """The nodes excluded for the job now (expired exclusions are kept in the store, not used)."""
+    return active_nodes(store.exclusions_for_job(rt.job.id), rt.job.name, now)
+
+
+def exclude_arg(store: SQLiteStore, rt: JobRuntime, now: datetime) -> tuple[str, ...]:
+    """`--exclude` nodes for the next attempt: the experiment's own list plus the active exclusions."""
+    active = active_exclusions(store, rt, now)
+    if not active:
+        return ()  # the script's own #SBATCH --exclude (if any) applies unchanged
+    return tuple((exclude_list(configured_exclude(rt.plan), active) or "").split(","))
+
+
+def new_exclusions(rt: JobRuntime, judgement: Judgement, now: datetime) -> list[Exclusion]:
+    """The blamed nodes a judgement keeps off the next attempts (its rule asked for it)."""
+    kept = [b for b in judgement.blame.blamed if b.node in judgement.effects.exclude_nodes]
+    return exclusions_from_blame(rt.job.name, kept, now, timedelta(seconds=rt.settings.exclusion_ttl_s))
+
+
+def exclude_on_queued(
+    store: SQLiteStore, rt: JobRuntime, queued_ids: Sequence[str], now: datetime
+) -> list[str]:
+    """Give queued attempts of the job the current list (`scontrol update`); the warnings, if any.
+
+    Only SlurmExecutor can change a queued job; the local executor starts jobs at once.
+    """
+    update = getattr(rt.executor, "update_excluded_nodes", None)
+    nodes = ",".join(exclude_arg(store, rt, now))
+    if update is None or not nodes:
+        return []
+    warnings = []
+    for job_id in queued_ids:
+        try:
+            update(job_id, nodes)
+        except ExecutorError as exc:
+            warnings.append(f"could not exclude {nodes} from queued job {job_id}: {exc}")
+    return warnings

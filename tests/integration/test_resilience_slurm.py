@@ -91,7 +91,9 @@ def test_in_job_restart_that_makes_progress_is_left_alone(ax: AutoexpEnv) -> Non
     assert [r[0] for r in reasons] == ["none", "stop"] and reasons[1][1] == COMPLETED
     assert reasons[0][1].startswith("in-job restart healed: iteration 3 reached")
     explain = ax.cli("explain", ax.job().name)
-    assert "recovery window opened" in explain.stdout and "healed" in explain.stdout, explain.stdout
+    assert "observed: recovery window of 30 s opened" in explain.stdout and ", healed " in explain.stdout, (
+        explain.stdout
+    )
 
 
 def test_in_job_restart_without_progress_is_cancelled_when_the_window_closes(ax: AutoexpEnv) -> None:
