@@ -344,7 +344,7 @@ class Monitor:
             self._observe_unknown(live, now)
             return
         live.unknown_since_s = None
-        if record.state != live.state or record.nodes != live.nodes:
+        if record.state != live.state or allocation(live.nodes, record) != live.nodes:
             self._store_state(live, record, now)
         if record.state is JobState.RUNNING:
             live.view.mark_running(now)
@@ -367,9 +367,9 @@ class Monitor:
         first_run = record.state is JobState.RUNNING and live.state is not JobState.RUNNING
         if record.state != live.state:
             self._say(f"{self._who(live)}: {record.state.value}")
-        live.state, live.nodes = record.state, record.nodes
+        live.state, live.nodes = record.state, allocation(live.nodes, record)
         self.store.update_attempt_state(
-            live.attempt.id, record.state, exit_code=record.exit_code, nodes=record.nodes or None,
+            live.attempt.id, record.state, exit_code=record.exit_code, nodes=live.nodes or None,
             started_at=utc(now) if first_run else None,
         )  # fmt: skip
         self._dirty = True
@@ -611,6 +611,14 @@ class Monitor:
     def _write_snapshot(self) -> None:
         write_snapshot(self.store, self.state_dir / SNAPSHOT_FILENAME, now=utc(self.clock()))
         self._dirty = False
+
+
+def allocation(known: tuple[str, ...], record: JobRecord) -> tuple[str, ...]:
+    """The attempt's nodes: as Slurm lists them while it runs. A COMPLETING job's squeue line
+    names only the nodes still completing, and node blame needs the whole allocation."""
+    if record.state is JobState.RUNNING or not known:
+        return record.nodes or known
+    return known
 
 
 def _print_line(line: str) -> None:

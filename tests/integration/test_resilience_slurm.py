@@ -192,7 +192,13 @@ def test_a_crash_whose_lines_name_every_node_blames_none(ax: AutoexpEnv) -> None
 here="$(dirname "$0")"
 touch "$here/seen_$SLURM_JOB_ID"
 n=$(ls "$here"/seen_* | wc -l)
-if [ "$n" -eq 1 ]; then echo "{XID_LINE}"; sleep 1; exit 1; fi
+if [ "$n" -eq 1 ]; then
+  echo "{XID_LINE}"
+  # Exit only once both nodes printed: srun --kill-on-bad-exit would cut a late starter short.
+  touch "$here/printed_${{SLURM_JOB_ID}}_$SLURMD_NODENAME"
+  for _ in $(seq 300); do [ "$(ls "$here"/printed_* | wc -l)" -ge 2 ] && break; sleep 0.1; done
+  sleep 1; exit 1
+fi
 echo "attempt $n done on $SLURMD_NODENAME"
 """,
         encoding="utf-8",
@@ -277,3 +283,38 @@ def test_an_unverifiable_checkpoint_stops_the_job_with_what_to_check(ax: Autoexp
     assert [r[0] for r in reasons] == ["restart", "stop"], reasons
     assert "unverifiable" in reasons[1][1] and f"autoexp checkpoint check {ckpt}" in reasons[1][1]
     assert len(ax.attempts()) == 1 and ax.job().status == "stopped"
+
+
+# -- a real launcher: torchrun --max-restarts ------------------------------------------------------
+
+
+def torchrun_experiment(ax: AutoexpEnv, *fault: str) -> Path:
+    """The resumable trainer under `torchrun --max-restarts=1` (2 CPU workers), window 120 s.
+
+    (Its restarted round cannot heal here: on CPU/gloo the new workers' connectFullMesh is refused,
+    torch 2.13, static and c10d rendezvous alike; the healed case runs with a scripted launcher above.)
+    """
+    args = ["--steps", "12", "--save-interval", "3", "--step-time-s", "0.2", "--device", "cpu",
+            "--ckpt-dir", str(ax.tmp / "ckpt"), *fault]  # fmt: skip
+    backend = {"torchrun_args": ["--max-restarts=1", "-m"], "script": "oellm_autoexp.workloads.train",
+               "nproc_per_node": 2, "args": args}  # fmt: skip
+    path = ax.experiment([], {"recovery_window_s": 120}, slurm={"cpus_per_task": 2}, backend=backend)
+    # `backend` replaced the command backend's section; its defaults entry names the group to use.
+    path.write_text(path.read_text(encoding="utf-8").replace("- backend: command", "- backend: torchrun"))
+    return path
+
+
+@pytest.mark.torch
+def test_torchrun_that_gives_up_is_judged_at_its_end(ax: AutoexpEnv) -> None:
+    """torchrun --max-restarts=1: the backend says it restarts in place (no monitoring flag), so the crash
+    opens a recovery window instead of a cancel. The same crash every time: torchrun restarts once, then
+    gives up and the job fails. Its end is judged at once on the root cause (an exception: stopped),
+    long before the 120 s window closes."""
+    path = torchrun_experiment(ax, "--fault", "crash", "--fault-at-step", "7")
+    done = ax.cli("run", str(path), timeout_s=240)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the launcher restarts in place: recovery window 120 s" in done.stdout
+    assert [a.state.value for a in ax.attempts()] == ["FAILED"]
+    assert ax.reasons() == [("stop", "Permanent failure detected (excluded error_type: exception)")]
+    [stop] = evidence(ax, "stop")
+    assert stop.trigger == "end" and (stop.after_first_fatal_s or 0.0) < 60.0
