@@ -19,6 +19,7 @@ from oellm_autoexp.adapters import command_timing
 from oellm_autoexp.adapters.command_timing import CommandFailure
 from oellm_autoexp.adapters.executor import ExecutorError, ExecutorTimeout
 from oellm_autoexp.adapters.parent_death import die_with_parent
+from oellm_autoexp.core.exclusions import scontrol_exclude_command
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState, is_terminal
 from oellm_autoexp.core.slurm_parse import (
@@ -31,6 +32,7 @@ from oellm_autoexp.core.slurm_parse import (
     parse_squeue,
     parse_squeue_tagged,
 )
+from oellm_autoexp.core.spend import SPEND_SACCT_FORMAT, AttemptUsage, parse_usage
 from oellm_autoexp.core.strays import TAG_PREFIX, TaggedJob
 
 COMMAND_TIMEOUT_S = 30.0
@@ -159,6 +161,22 @@ class SlurmExecutor:
         except ExecutorError as exc:
             if not any(text in str(exc) for text in _FORGOTTEN):
                 raise
+
+    def usage(self, job_ids: Sequence[str]) -> list[AttemptUsage]:
+        """What every run of these ids held, and for how long (one sacct; core/spend.py).
+
+        `--duplicates` lists each run of a requeued id; a running job's elapsed time is its
+        time so far.
+        """
+        if not job_ids:
+            return []
+        argv = ["sacct", "--allocations", "--duplicates", "--noheader", "--parsable2",
+                "--format", SPEND_SACCT_FORMAT, "--jobs", ",".join(dict.fromkeys(job_ids))]  # fmt: skip
+        return parse_usage(run_slurm_command(argv, self.timeout_s).stdout)
+
+    def update_excluded_nodes(self, job_id: str, nodes: str) -> None:
+        """Set a PENDING job's excluded nodes (`nodes` is the whole list: it replaces, not adds)."""
+        run_slurm_command(scontrol_exclude_command(job_id, nodes), self.timeout_s)
 
     def _squeue(self, ids: list[str]) -> dict[str, JobRecord]:
         argv = ["squeue", "--noheader", "--jobs", ",".join(ids), "-o", SQUEUE_FORMAT]

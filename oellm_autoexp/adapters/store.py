@@ -55,6 +55,7 @@ from oellm_autoexp.adapters.store_records import (
 from oellm_autoexp.adapters.store_schema import (
     AttemptRow,
     DecisionRow,
+    ExclusionRow,
     Intent,
     JobRow,
     LogOffsetRow,
@@ -66,6 +67,7 @@ from oellm_autoexp.adapters.store_schema import (
     check_schema,
     upgrade_schema,
 )
+from oellm_autoexp.core.exclusions import Exclusion
 from oellm_autoexp.core.job_state import JobState, is_terminal
 from oellm_autoexp.core.job_status import JobStatus
 from oellm_autoexp.core.judge import Evidence, Judgement
@@ -557,13 +559,14 @@ class SQLiteStore:
         signals: Sequence[NewSignal] = (),
         ended: tuple[JobState, int | None] | None = None,
         iteration: int | None = None,
+        exclusions: Sequence[Exclusion] = (),
     ) -> int:
         """Record one judged attempt in ONE transaction; returns the decision's id.
 
         Everything the judgement rests on and decides is written together: the
         attempt's last signals, its end (`ended`: state and exit code) and highest
-        iteration, the decision with its typed evidence, and the job's new status.
-        A monitor that dies before or after this leaves either none or all of it.
+        iteration, the decision with its typed evidence, the nodes it blamed
+        (`exclusions`), and the job's new status. A monitor that dies before or after this leaves either none or all of it.
         """
         decision = judgement.decision
         row = DecisionRow(
@@ -587,8 +590,25 @@ class SQLiteStore:
                 if job is None:
                     raise StoreError(f"no job with id {job_id}")
                 job.status, job.status_reason = status.value, decision.reason
+            db.add_all(_exclusion_rows(job_id, exclusions))
             db.add(row)
         return row.id
+
+    # -- node exclusions (core/exclusions.py) ----------------------------------------------------
+
+    def exclusions_for_job(self, job_id: int) -> list[Exclusion]:
+        """Every node exclusion recorded for a job, expired ones too (callers filter by `now`)."""
+        stmt = (
+            select(ExclusionRow, JobRow.name)
+            .join(JobRow, ExclusionRow.job_id == JobRow.id)
+            .where(ExclusionRow.job_id == job_id)
+            .order_by(ExclusionRow.id)
+        )
+        with self._read() as db:
+            return [
+                Exclusion(name, r.node, r.evidence, r.source, r.created_at, r.expires_at)
+                for r, name in db.execute(stmt)
+            ]
 
     # -- log offsets (the log tailer's OffsetStore) ---------------------------------------------
 
@@ -649,6 +669,14 @@ def _signal_rows(attempt_id: int, signals: Iterable[NewSignal]) -> list[SignalRo
             observed_at=s.observed_at,
         )
         for s in signals
+    ]  # fmt: skip
+
+
+def _exclusion_rows(job_id: int, exclusions: Iterable[Exclusion]) -> list[ExclusionRow]:
+    return [
+        ExclusionRow(job_id=job_id, node=e.node, evidence=e.evidence, source=e.source,
+                     created_at=e.created_at, expires_at=e.expires_at)
+        for e in exclusions
     ]  # fmt: skip
 
 

@@ -194,6 +194,21 @@ class LogReadRow(Base):
     read_at: Mapped[datetime] = mapped_column()  # when the monitor read the row's first batch (UTC)
 
 
+class ExclusionRow(Base):
+    """A node kept off a job's attempts until it expires (added in v4; core/exclusions.py)."""
+
+    __tablename__ = "exclusions"
+    __table_args__ = (Index("ix_exclusions_job_id", "job_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # surrogate key
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))  # whose attempts avoid it
+    node: Mapped[str] = mapped_column(String(255))  # the Slurm node name
+    evidence: Mapped[str] = mapped_column(Text)  # the line (or Slurm fact) that singled the node out
+    source: Mapped[str] = mapped_column(String(32))  # log | slurm_state | sacct_duplicates
+    created_at: Mapped[datetime] = mapped_column()  # when it was blamed (UTC)
+    expires_at: Mapped[datetime] = mapped_column()  # after this the node may be used again (UTC)
+
+
 def _v1_to_v2(conn: Connection) -> None:
     """v2: attempts remember training progress; the log tailer persists its offsets."""
     conn.exec_driver_sql("ALTER TABLE attempts ADD COLUMN last_iteration INTEGER")
@@ -222,8 +237,25 @@ def _v2_to_v3(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX ix_log_reads_attempt_id ON log_reads (attempt_id)")
 
 
+def _v3_to_v4(conn: Connection) -> None:
+    """v4: nodes blamed for a failure, kept off the job's attempts until they expire."""
+    conn.exec_driver_sql(
+        "CREATE TABLE exclusions ("
+        " id INTEGER NOT NULL,"
+        " job_id INTEGER NOT NULL,"
+        " node VARCHAR(255) NOT NULL,"
+        " evidence TEXT NOT NULL,"
+        " source VARCHAR(32) NOT NULL,"
+        " created_at VARCHAR(32) NOT NULL,"
+        " expires_at VARCHAR(32) NOT NULL,"
+        " PRIMARY KEY (id),"
+        " FOREIGN KEY(job_id) REFERENCES jobs (id) ON DELETE CASCADE)"
+    )
+    conn.exec_driver_sql("CREATE INDEX ix_exclusions_job_id ON exclusions (job_id)")
+
+
 # MIGRATIONS[i] upgrades a database from version i + 1 to version i + 2.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2, _v2_to_v3)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2, _v2_to_v3, _v3_to_v4)
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo, SignalInfo
+from oellm_autoexp.core.exclusions import Exclusion, describe
 from oellm_autoexp.core.judge import Evidence
 
 
@@ -78,5 +80,13 @@ def _decision_lines(d: DecisionInfo) -> list[str]:
     if ev.after_first_fatal_s is not None:
         lines.append(f"      decided {ev.after_first_fatal_s:.1f} s after the first fatal line "
                      f"(line {ev.first_fatal_line_no}; judged on: {ev.trigger})")  # fmt: skip
+    lines += [f"      blamed {item}" for item in ev.blamed]
+    if ev.blame_withheld:
+        lines.append(f"      no node blamed: {ev.blame_withheld}")
     lines += [f"      | {line}" for line in ev.lines]
     return lines
+
+
+def exclusion_lines(exclusions: Sequence[Exclusion], now: datetime) -> list[str]:
+    """The active node exclusions of a session's jobs, one line each (`autoexp status`)."""
+    return [f"  {e.job}: {describe(e, now)}" for e in exclusions if e.is_active(now)]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from oellm_autoexp.adapters.store import SessionInfo, SessionStatus, SQLiteStore
 from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_store, resume_command
-from oellm_autoexp.cli._views import explain_lines, job_row, render_table
+from oellm_autoexp.cli._views import exclusion_lines, explain_lines, job_row, render_table
 from oellm_autoexp.daemon.session_lock import Liveness, monitor_liveness
 
 STATUS_COLUMNS = (
@@ -55,14 +55,21 @@ def status_command(args: argparse.Namespace) -> int:
         rows = status_rows(store, session)
         live = monitor_liveness(session, datetime.now(UTC))
         resume = resume_command(state, [session.id])
+        now = datetime.now(UTC)
+        excluded = [e for job in store.jobs_for_session(session.id) for e in store.exclusions_for_job(job.id)
+                    if e.is_active(now)]  # fmt: skip
         if args.json:
             monitor = {"alive": live.alive, "detail": live.detail, "heartbeat_age_s": live.heartbeat_age_s}
             print(json.dumps({"session": session.id, "name": session.name, "status": session.status,
-                              "monitor": monitor, "jobs": rows}, indent=2))  # fmt: skip
+                              "monitor": monitor, "jobs": rows,
+                              "exclusions": [e.to_record() for e in excluded]}, indent=2))  # fmt: skip
         else:
             print(f"session {session.id} ({session.name}): {session.status}")
             print(monitor_line(session, live, resume))
             print(render_table(rows, STATUS_COLUMNS))
+            if excluded:
+                print("excluded nodes:")
+                print("\n".join(exclusion_lines(excluded, now)))
     return 0
 
 

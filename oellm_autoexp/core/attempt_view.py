@@ -31,11 +31,14 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 from oellm_autoexp.core import progress
 from oellm_autoexp.core.classify import SILENT_DEATH_PATTERN, Classifier, log_cause, root_cause
 from oellm_autoexp.core.job_record import JobRecord
-from oellm_autoexp.core.judge import FatalMark, Trigger, Verdict
+from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.judge import Evidence, FatalMark, Trigger, Verdict
+from oellm_autoexp.core.outcome import OutcomeKind
 from oellm_autoexp.core.progress import HangConfig, ProgressEvent, ProgressState
 from oellm_autoexp.core.signals import PatternSet, Signal, SignalPattern
 
@@ -50,6 +53,7 @@ class EarlySettings:
     settle_s: float = DEFAULT_SETTLE_S  # wait this long after the first fatal line, then judge
     in_job_restarts: bool = False  # the launcher restarts workers in place (torchrun --max-restarts > 0)
     recovery_window_s: float = 600.0  # with in-job restarts: time for progress to pass its old best
+    recovery_window_startup_s: float | None = None  # the same before any iteration (None: the above)
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,35 @@ class Recovery:
     fatal: FatalMark  # the fatal line that opened the window
     healed_at_s: float  # when the new best iteration was read
     iteration: int  # the new best
+    window_s: float  # the window it healed within
+    best_before: int | None  # the high-water mark when the window opened
+
+    def describe(self) -> str:
+        """One line for the event record and `autoexp explain`."""
+        before = "no iteration yet" if self.best_before is None else f"best {self.best_before}"
+        return (
+            f"in-job restart healed: iteration {self.iteration} reached "
+            f"{self.healed_at_s - self.fatal.at_s:.0f} s after line {self.fatal.signal.line_no} "
+            f"({before}; recovery window {self.window_s:.0f} s)"
+        )
+
+    def evidence(self) -> Evidence:
+        """The event's record: the line that opened the window, and when it opened and healed."""
+        line = self.fatal.signal
+        opened, healed = _clock(self.fatal.at_s), _clock(self.healed_at_s)
+        return Evidence(
+            kind=OutcomeKind.ALIVE.value, state=JobState.RUNNING.value, trigger="recovery",
+            error_type=line.error_type, signal=line.pattern, iteration=self.iteration, lines=(line.line,),
+            observed=f"recovery window of {self.window_s:.0f} s opened {opened} by line {line.line_no}, "
+                     f"healed {healed}",
+            first_fatal_line_no=line.line_no, first_fatal_line=line.line,
+            after_first_fatal_s=round(self.healed_at_s - self.fatal.at_s, 3),
+        )  # fmt: skip
+
+
+def _clock(at_s: float) -> str:
+    """HH:MM:SS UTC of an epoch time (a replay's virtual clock too)."""
+    return datetime.fromtimestamp(at_s, UTC).strftime("%H:%M:%S")
 
 
 def progress_event(signal: Signal) -> ProgressEvent | None:
@@ -173,7 +206,7 @@ class AttemptView:
         if old_best is None or iteration > old_best:
             # Only a NEW high-water mark counts: a launcher that restarts again and again
             # rewinds the counter to the last checkpoint each time.
-            self._recoveries.append(Recovery(fatal, now, iteration))
+            self._recoveries.append(Recovery(fatal, now, iteration, self.recovery_window_s(), old_best))
             self.first_fatal = None
             if self.tracker is not None:
                 self.tracker = replace(self.tracker, progress_s=now)
@@ -189,11 +222,18 @@ class AttemptView:
     def last_iteration(self) -> int | None:
         return self.classifier.last_iteration
 
+    def recovery_window_s(self) -> float:
+        """The recovery window for the pending fatal line: the startup one while no iteration was seen."""
+        startup = self.early.recovery_window_startup_s
+        if startup is not None and self._best_before_fatal is None:
+            return startup
+        return self.early.recovery_window_s
+
     def fatal_due_s(self) -> float | None:
         """When `fatal_verdict` will answer (None: no fatal line pending)."""
         if self.first_fatal is None:
             return None
-        wait = self.early.recovery_window_s if self.early.in_job_restarts else self.early.settle_s
+        wait = self.recovery_window_s() if self.early.in_job_restarts else self.early.settle_s
         return self.first_fatal.at_s + wait
 
     def fatal_verdict(self, now: float) -> Verdict | None:
@@ -204,10 +244,20 @@ class AttemptView:
         cause = self.cause(now=now)
         if cause is None:
             return None  # the launcher was told to stop from outside: Slurm's end state will say why
-        observed = (
-            None if cause is self.first_fatal.signal else f"first fatal line: {self.first_fatal.signal.line}"
+        notes = (
+            [] if cause is self.first_fatal.signal else [f"first fatal line: {self.first_fatal.signal.line}"]
         )
+        if self.early.in_job_restarts:
+            notes.append(self._window_closed())
+        observed = "; ".join(notes) or None
         return Verdict(Trigger.FATAL_LINE, now, cause=cause, first_fatal=self.first_fatal, observed=observed)
+
+    def _window_closed(self) -> str:
+        best = self._best_before_fatal
+        return (
+            f"recovery window of {self.recovery_window_s():.0f} s passed with no new best iteration "
+            f"({'none seen' if best is None else f'best {best}'}, latest {self.last_iteration})"
+        )
 
     def hang_verdict(self, now: float, config: HangConfig) -> Verdict | None:
         """The tracker's hang verdict, judged on the root cause when the log holds one."""

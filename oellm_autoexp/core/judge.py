@@ -22,7 +22,7 @@ restart history that budgets count is rebuilt from those records alone
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -30,6 +30,7 @@ from oellm_autoexp.core.classify import evidence as evidence_lines
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState
 from oellm_autoexp.core.job_status import JobStatus
+from oellm_autoexp.core.node_blame import DEFAULT_MAX_SHARE, Blame, BlameResult, blame_nodes
 from oellm_autoexp.core.outcome import EARLY_EXIT_ERROR_TYPE, Outcome, OutcomeKind
 from oellm_autoexp.core.policy import (
     Decision,
@@ -44,11 +45,13 @@ from oellm_autoexp.core.signals import Signal
 
 # Node names come from these named groups of hardware/NCCL patterns.
 _NODE_GROUPS = ("node", "host", "hostname")
-# Causes that blame the node they name (policy `exclude_failing_node`). A cancel, time limit,
-# preemption or a task's exit line also names a node, but says nothing bad about it: excluding
-# it would soon leave no node to run on.
+# Causes whose node is shown as evidence (`Evidence.node`). Which nodes are EXCLUDED is decided
+# on evidence that singles a node out, with a share guard (core/node_blame.py; `judge`).
 NODE_FAULT_ERROR_TYPES = frozenset({"gpu_hardware", "node_failure", "nccl", "nccl_timeout"})
 MEGATRON_RERUN_EXIT = 16  # Megatron's rerun state machine: "resume to disambiguate" after NaN/Inf
+
+
+_TUPLE_FIELDS = ("exclude_nodes", "lines", "blamed")  # Evidence fields stored as JSON lists
 
 
 class Trigger(StrEnum):
@@ -103,11 +106,13 @@ class Evidence:
     first_fatal_line_no: int | None = None  # the first fatal line's number
     first_fatal_line: str | None = None  # the first fatal line itself
     after_first_fatal_s: float | None = None  # decision time minus the first fatal line's read time
+    blamed: tuple[str, ...] = ()  # "node: evidence" for each node the evidence singles out
+    blame_withheld: str | None = None  # why no node was blamed although lines named nodes
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["exclude_nodes"] = list(self.exclude_nodes)
-        data["lines"] = list(self.lines)
+        for key in _TUPLE_FIELDS:
+            data[key] = list(getattr(self, key))
         return data
 
     @classmethod
@@ -116,7 +121,7 @@ class Evidence:
         if not isinstance(data, Mapping):
             return cls()
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        for key in ("exclude_nodes", "lines"):
+        for key in _TUPLE_FIELDS:
             if key in known:
                 known[key] = tuple(known[key] or ())
         return cls(**known)
@@ -141,6 +146,7 @@ class Judgement:
     evidence: Evidence
     effects: Effects
     record: bool  # False for "still running, nothing to do": nothing is written
+    blame: BlameResult = field(default_factory=lambda: BlameResult(()))  # nodes the evidence singles out
 
     @property
     def ends_attempt(self) -> bool:
@@ -161,7 +167,7 @@ class PastDecision:
 
 
 def node_of(signal: Signal | None) -> str | None:
-    """The node a hardware/NCCL cause blames; None for other causes (see NODE_FAULT_ERROR_TYPES)."""
+    """The node a hardware/NCCL cause names (evidence only); None for other causes."""
     if signal is None or signal.error_type not in NODE_FAULT_ERROR_TYPES:
         return None
     for key in _NODE_GROUPS:
@@ -243,22 +249,45 @@ def judge(
     *,
     user_cancelled: bool = False,
     early_exit_is_end: bool = False,
+    allocation: Sequence[str] = (),
 ) -> Judgement:
     """Judge one verdict: the outcome, the decision, its evidence and the effects to carry out.
 
     `early_exit_is_end`: the experiment ends on purpose before its last iteration (a speed
     test stopping at `--exit-interval`), so an exit 0 there is completion.
+    `allocation`: the attempt's nodes; blame (core/node_blame.py) is judged against it.
     """
     outcome = outcome_of(verdict, user_cancelled=user_cancelled, early_exit_is_end=early_exit_is_end)
-    decision = decide(policy, outcome, history, verdict.now_s)
+    blame = blame_for(policy, outcome, signals, allocation)
+    decision = decide(policy, outcome, history, verdict.now_s, blamed=blame.nodes)
     record = not (decision.action is DecisionAction.NONE and outcome.still_running)
+    evidence = _evidence(verdict, outcome, decision, history.iteration, signals)
     return Judgement(
         outcome=outcome,
         decision=decision,
-        evidence=_evidence(verdict, outcome, decision, history.iteration, signals),
+        evidence=replace(
+            evidence,
+            blamed=tuple(f"{b.node}: {b.evidence}" for b in blame.blamed),
+            blame_withheld=blame.withheld,
+        ),
         effects=_effects(outcome, decision, verdict.now_s),
         record=record,
+        blame=blame,
     )
+
+
+def blame_for(
+    policy: RestartPolicy, outcome: Outcome, signals: Sequence[Signal], allocation: Sequence[str]
+) -> BlameResult:
+    """The nodes the attempt's lines single out, with the guard share of the rule that decides."""
+    rule = policy.rule_for(outcome)
+    share = rule.blame_max_share if rule is not None else DEFAULT_MAX_SHARE
+    found = blame_nodes(signals, allocation, max_share=share)
+    if not found.blamed and outcome.exit_code == MEGATRON_RERUN_EXIT and outcome.node:
+        # Megatron's rerun machinery asks for "a different GPU": a one-node job leaves its node.
+        rerun = Blame(outcome.node, "Megatron's rerun state machine exited 16 (rerun elsewhere)", "log")
+        return BlameResult((rerun,))
+    return found
 
 
 def _evidence(

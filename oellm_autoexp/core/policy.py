@@ -14,9 +14,11 @@ every reason it can return. The order of questions, each answered by a reason:
 4. An excluded error type -> stop ("Permanent failure detected ..."); a configuration
    error (outcome.PERMANENT_ERROR_TYPES) always is one, listed or not.
 5. A stop/notify rule -> that action.
-6. Budgets, most specific first: per-error-type, the rule's `max_retries`, the
-   rate window. One run out -> stop, naming the budget and its numbers.
-7. Otherwise restart, after `delay_s`, excluding the failing node if asked.
+6. Budgets: first the job's cumulative GPU-/wall-hours (`max_gpu_hours`,
+   `max_wall_hours`, from `history.spent`), then, most specific first: per-error-type,
+   the rule's `max_retries`, the rate window. One run out -> stop, naming the budget
+   and its numbers.
+7. Otherwise restart, after `delay_s`, excluding the nodes the evidence blamed if asked.
 
 Budget arithmetic. The first submission is attempt 1 and each restart adds one.
 A rule's budget counts the restarts it granted (since the last refill, see below);
@@ -33,7 +35,7 @@ attempt start lower; only new ground counts).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -41,7 +43,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.node_blame import DEFAULT_MAX_SHARE
 from oellm_autoexp.core.outcome import PERMANENT_ERROR_TYPES, Outcome, OutcomeKind
+from oellm_autoexp.core.spend import Spend, SpendLimits, budget_reason
 from oellm_autoexp.errors import UserError
 
 
@@ -109,7 +113,11 @@ class RestartRule(_Model):
     backoff: Backoff | None = None  # grow the delay with each restart; None: always cooldown_s
     window: Window | None = None  # rate limit over a sliding time window
     refill_on_progress: bool = False  # forgive restarts once the job got past its best iteration
-    exclude_failing_node: bool = False  # add the node a hardware/NCCL signal names to --exclude
+    # Keep the next attempts off a node the evidence singles out (core/node_blame.py: a hardware
+    # line with its host, srun's `Node failure on X`), unless it names more than this share of
+    # the allocation: then the failure is job-wide and no node is blamed.
+    exclude_failing_node: bool = False
+    blame_max_share: float = Field(default=DEFAULT_MAX_SHARE, gt=0, le=1)
     # Act on a RUNNING job as soon as its fatal line settled (cancel, then restart or stop)
     # rather than wait for it to end: with NCCL the survivors of a dead rank block for the
     # whole collective timeout while Slurm says RUNNING.
@@ -130,6 +138,20 @@ class RestartPolicy(_Model):
 
     description: str = ""  # one line for `autoexp` listings and logs
     rules: tuple[RestartRule, ...] = ()  # tried in order
+    # Cumulative budgets over every attempt of a job (allocation x elapsed, from sacct), checked
+    # before each restart; spent -> stop with the figures. None: no limit.
+    max_gpu_hours: float | None = Field(default=None, gt=0)
+    max_wall_hours: float | None = Field(default=None, gt=0)
+    # Incomplete checkpoints moved aside before a resubmission (docs/checkpoints.md); past this
+    # many per run the job stops instead.
+    max_checkpoint_rollbacks: int = Field(default=2, ge=0)
+
+    @property
+    def spend_limits(self) -> SpendLimits | None:
+        """The cumulative budgets, or None when the policy sets none (nothing to measure)."""
+        if self.max_gpu_hours is None and self.max_wall_hours is None:
+            return None
+        return SpendLimits(self.max_gpu_hours, self.max_wall_hours)
 
     @model_validator(mode="after")
     def _unique_names(self) -> RestartPolicy:
@@ -173,6 +195,7 @@ class RestartHistory:
     restarts: tuple[RestartRecord, ...] = ()  # granted restarts, oldest first
     iteration: int | None = None  # the highest iteration this attempt reached
     excluded_nodes: tuple[str, ...] = ()  # nodes already excluded on resubmit
+    spent: Spend | None = None  # what all attempts spent so far (None: not measured)
 
 
 @dataclass(frozen=True)
@@ -189,8 +212,19 @@ class Decision:
     cancel_first: bool = False  # the job still runs: scancel it before anything else
 
 
-def decide(policy: RestartPolicy, outcome: Outcome, history: RestartHistory, now: float) -> Decision:
-    """Decide what to do about `outcome` at `now` (epoch seconds). Every branch has a reason."""
+def decide(
+    policy: RestartPolicy,
+    outcome: Outcome,
+    history: RestartHistory,
+    now: float,
+    *,
+    blamed: Sequence[str] = (),
+) -> Decision:
+    """Decide what to do about `outcome` at `now` (epoch seconds). Every branch has a reason.
+
+    `blamed`: the nodes the evidence singles out (core/node_blame.py), excluded on restart
+    when the rule says `exclude_failing_node`.
+    """
     fixed = _fixed_decision(outcome)
     if fixed is not None:
         return fixed
@@ -200,7 +234,7 @@ def decide(policy: RestartPolicy, outcome: Outcome, history: RestartHistory, now
     if rule is None:
         reason = f"no restart rule matches (kind={outcome.kind.value}, error_type={outcome.error_type})"
         return Decision(DecisionAction.STOP, reason, cancel_first=outcome.still_running)
-    return _apply_rule(rule, outcome, history, now)
+    return _apply_rule(rule, outcome, history, now, policy.spend_limits, tuple(blamed))
 
 
 def _fixed_decision(outcome: Outcome) -> Decision | None:
@@ -248,7 +282,14 @@ def _waiting_reason(rule: RestartRule | None, outcome: Outcome) -> str:
     return f"job still running; waiting for it to end (error_type={outcome.cause}: {why})"
 
 
-def _apply_rule(rule: RestartRule, outcome: Outcome, history: RestartHistory, now: float) -> Decision:
+def _apply_rule(
+    rule: RestartRule,
+    outcome: Outcome,
+    history: RestartHistory,
+    now: float,
+    limits: SpendLimits | None,
+    blamed: tuple[str, ...],
+) -> Decision:
     excluded = _excluded_name(rule, outcome)
     if excluded is not None:
         reason = f"Permanent failure detected (excluded error_type: {excluded})"
@@ -262,7 +303,7 @@ def _apply_rule(rule: RestartRule, outcome: Outcome, history: RestartHistory, no
         default = f"rule {rule.name}: {rule.action.value} on kind={outcome.kind.value}, error_type={outcome.error_type}"
         action = DecisionAction(rule.action.value)
         return Decision(action, rule.reason or default, rule=rule.name, cancel_first=outcome.still_running)
-    return _restart_within_budgets(rule, outcome, history, now)
+    return _restart_within_budgets(rule, outcome, history, now, limits, blamed)
 
 
 def _excluded_name(rule: RestartRule, outcome: Outcome) -> str | None:
@@ -274,12 +315,18 @@ def _excluded_name(rule: RestartRule, outcome: Outcome) -> str | None:
 
 
 def _restart_within_budgets(
-    rule: RestartRule, outcome: Outcome, history: RestartHistory, now: float
+    rule: RestartRule,
+    outcome: Outcome,
+    history: RestartHistory,
+    now: float,
+    limits: SpendLimits | None,
+    blamed: tuple[str, ...],
 ) -> Decision:
     charged = charged_restarts(rule, history)
     left = max(rule.max_retries - len(charged), 0)
     exhausted = (
-        _error_type_budget_reason(rule, outcome, charged)
+        _spend_reason(limits, history.spent)
+        or _error_type_budget_reason(rule, outcome, charged)
         or _retry_budget_reason(rule, history, len(charged))
         or _window_reason(rule, history, now)
     )
@@ -294,7 +341,7 @@ def _restart_within_budgets(
         budget_before=left,
         budget_after=left - 1,
         delay_s=restart_delay_s(rule, len(charged)),
-        exclude_nodes=_exclude_nodes(rule, outcome, history),
+        exclude_nodes=_exclude_nodes(rule, blamed, history),
         cancel_first=outcome.still_running,
     )
 
@@ -375,10 +422,17 @@ def restart_delay_s(rule: RestartRule, used: int) -> float:
     return min(rule.cooldown_s * rule.backoff.factor**used, rule.backoff.max_s)
 
 
-def _exclude_nodes(rule: RestartRule, outcome: Outcome, history: RestartHistory) -> tuple[str, ...]:
+def _spend_reason(limits: SpendLimits | None, spent: Spend | None) -> str | None:
+    # The cumulative budget comes first: once it is spent no per-rule budget matters.
+    if limits is None or spent is None:
+        return None
+    return budget_reason(limits, spent)
+
+
+def _exclude_nodes(rule: RestartRule, blamed: tuple[str, ...], history: RestartHistory) -> tuple[str, ...]:
     nodes = history.excluded_nodes
-    if rule.exclude_failing_node and outcome.node and outcome.node not in nodes:
-        nodes = (*nodes, outcome.node)
+    if rule.exclude_failing_node:
+        nodes = (*nodes, *(n for n in blamed if n not in nodes))
     return nodes
 
 

@@ -91,8 +91,11 @@ def spend_reason(
     limits: SpendLimits, attempts: Iterable[AttemptUsage], gpus_per_node: int | None = None
 ) -> str | None:
     """Why to stop (a budget is used up, with the figures), or None while within budget."""
-    listed = list(attempts)
-    spend = total_spend(listed, gpus_per_node)
+    return budget_reason(limits, total_spend(list(attempts), gpus_per_node))
+
+
+def budget_reason(limits: SpendLimits, spend: Spend) -> str | None:
+    """Why to stop, for figures already summed (the restart policy gets them this way)."""
     over = f"over {spend.attempts} attempt{'s' if spend.attempts != 1 else ''}"
     if limits.max_gpu_hours is not None and spend.gpu_hours >= limits.max_gpu_hours:
         return f"GPU-hour budget spent: {_hours(spend.gpu_hours)} of {limits.max_gpu_hours:g} GPU-h {over}"

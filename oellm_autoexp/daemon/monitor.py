@@ -20,6 +20,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from oellm_autoexp.adapters.executor import ExecutorError
@@ -36,11 +37,11 @@ from oellm_autoexp.adapters.store import (
 )
 from oellm_autoexp.adapters.store_buffer import BufferedStore, is_disk_full
 from oellm_autoexp.adapters.submission import make_executor
-from oellm_autoexp.core.attempt_view import AttemptView
+from oellm_autoexp.core.attempt_view import AttemptView, Recovery
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState, is_terminal
 from oellm_autoexp.core.judge import Evidence, Judgement, Trigger, Verdict, judge, stopped_status
-from oellm_autoexp.core.policy import DecisionAction
+from oellm_autoexp.core.policy import DecisionAction, RestartHistory
 from oellm_autoexp.core.read_times import ReadMark, coalesces, extended
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.observer import (
@@ -50,6 +51,15 @@ from oellm_autoexp.daemon.observer import (
     SessionsEnded,
     observers_for,
     stale_found,
+)
+from oellm_autoexp.daemon.resubmission import (
+    active_exclusions,
+    exclude_arg,
+    exclude_on_queued,
+    gate_checkpoint,
+    is_resubmission,
+    new_exclusions,
+    spend_so_far,
 )
 from oellm_autoexp.daemon.scheduler import Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
@@ -250,7 +260,7 @@ class Monitor:
                     self._attach(rt, latest, now)  # only to record how the cancelled attempt ended
                 continue
             if latest is None or latest.intent in (Intent.ABANDONED.value, Intent.INTENDED.value):
-                self._submit(rt, (), now)  # adopts an unconfirmed intent found by its tag
+                self._submit(rt, now)  # adopts an unconfirmed intent found by its tag
             elif latest.executor_job_id and (latest.ended_at is None and not is_terminal(latest.state)):
                 if not self._carry_out_recorded(rt, latest, now):
                     self._attach(rt, latest, now)
@@ -294,18 +304,20 @@ class Monitor:
             live.decided_early = live.cancelled_by_monitor = True
             self._cancel(live)
         if last.action == DecisionAction.RESTART.value:
-            self._submit(rt, evidence.exclude_nodes, now)
+            self._submit(rt, now)
         return True
 
     # -- submitting -----------------------------------------------------------------------------
 
-    def _submit(self, rt: JobRuntime, exclude_nodes: tuple[str, ...], now: float) -> None:
+    def _submit(self, rt: JobRuntime, now: float) -> None:
         status = self._job_status(rt.job.id)
         if status != JobStatus.ACTIVE.value:
             # `autoexp cancel` during a restart's cooldown: the restart is dropped.
             self._say(f"{rt.job.name}: not resubmitting: the job is {status}")
             return
-        attempt = self._submitter.submit(rt, exclude_nodes, now)
+        if not self._checkpoint_ready(rt, now):
+            return
+        attempt = self._submitter.submit(rt, exclude_arg(self.store, rt, utc(now)), now)
         if attempt is not None:
             self._attach(rt, attempt, now)
         self._dirty = True
@@ -346,9 +358,9 @@ class Monitor:
 
     def _poll(self, now: float) -> None:
         self._writes.flush()  # what a full disk held back, in order
-        for job_id, nodes in self._submitter.take_due(now):
+        for job_id, _ in self._submitter.take_due(now):
             if job_id in self._runtimes:
-                self._submit(self._runtimes[job_id], nodes, now)
+                self._submit(self._runtimes[job_id], now)
         by_executor: dict[str, list[LiveAttempt]] = {}
         for live in list(self._live.values()):
             by_executor.setdefault(live.runtime.executor.name, []).append(live)
@@ -381,7 +393,7 @@ class Monitor:
             self._observe_unknown(live, now)
             return
         live.unknown_since_s = None
-        if record.state != live.state or record.nodes != live.nodes:
+        if record.state != live.state or allocation(live.nodes, record) != live.nodes:
             self._store_state(live, record, now)
         if record.state is JobState.RUNNING:
             live.view.mark_running(now)
@@ -404,9 +416,9 @@ class Monitor:
         first_run = record.state is JobState.RUNNING and live.state is not JobState.RUNNING
         if record.state != live.state:
             self._say(f"{self._who(live)}: {record.state.value}")
-        live.state, live.nodes = record.state, record.nodes
+        live.state, live.nodes = record.state, allocation(live.nodes, record)
         self._writes.write(
-            "update_attempt_state", live.attempt.id, record.state, exit_code=record.exit_code, nodes=record.nodes or None,
+            "update_attempt_state", live.attempt.id, record.state, exit_code=record.exit_code, nodes=live.nodes or None,
             started_at=utc(now) if first_run else None,
         )  # fmt: skip
         self._dirty = True
@@ -474,23 +486,26 @@ class Monitor:
         job = self.store.get_job(rt.job.id)
         user_cancelled = job is not None and job.status == JobStatus.CANCELLED_BY_USER.value
         view = live.view
-        history = job_history(
-            self.store.decisions_for_job(rt.job.id), live.attempt.attempt_no, view.last_iteration
-        )
+        history = self._history(live, now)
         judgement = judge(rt.policy, verdict, history, view.classifier.signals, user_cancelled=user_cancelled,
-                          early_exit_is_end=rt.settings.early_exit_is_end)  # fmt: skip
+                          early_exit_is_end=rt.settings.early_exit_is_end,
+                          allocation=live.nodes or live.attempt.nodes)  # fmt: skip
         if not judgement.record:
             live.waiting_on_fatal = verdict.trigger is Trigger.FATAL_LINE
             if ended is not None:
                 self._record_end(live, ended, now)
             return judgement
+        exclusions = new_exclusions(rt, judgement, utc(now))
         self._writes.write(
             "record_judgement", rt.job.id, live.attempt.id, judgement, now=utc(now),
             signals=self._unrecorded_signals(live, now), ended=ended, iteration=view.last_iteration,
+            exclusions=exclusions,
         )  # fmt: skip
         decision = judgement.decision
         self._observer.notice(Judged(live, judgement, now))
         self._say(f"{self._who(live)}: {decision.action.value}: {decision.reason}")
+        if exclusions:
+            self._exclude_on_queued(rt, now)
         self._carry_out(live, judgement, now)
         self._dirty = True
         return judgement
@@ -508,8 +523,8 @@ class Monitor:
                 self._poll_due(now)
 
     def _poll_due(self, now: float) -> None:
-        for job_id, nodes in self._submitter.take_due(now):
-            self._submit(self._runtimes[job_id], nodes, now)
+        for job_id, _ in self._submitter.take_due(now):
+            self._submit(self._runtimes[job_id], now)
 
     def _cancel(self, live: LiveAttempt) -> None:
         try:
@@ -525,10 +540,7 @@ class Monitor:
             if verdict is not None:
                 self._judge(live, verdict, now)
             for recovery in live.view.take_recoveries():
-                self._say(
-                    f"{self._who(live)}: in-job restart healed: iteration {recovery.iteration} "
-                    f"{recovery.healed_at_s - recovery.fatal.at_s:.0f} s after: {recovery.fatal.signal.line}"
-                )
+                self._record_recovery(live, recovery, now)
 
     def _check_hangs(self, now: float) -> None:
         for live in list(self._live.values()):
@@ -539,6 +551,44 @@ class Monitor:
             if verdict is not None:
                 self._say(f"{self._who(live)}: hang detected: {verdict.hang.detail if verdict.hang else ''}")
                 self._judge(live, verdict, now)
+
+    # -- before a resubmission: history, spend, exclusions, checkpoint (daemon/resubmission.py) --
+
+    def _history(self, live: LiveAttempt, now: float) -> RestartHistory:
+        """The judge's history: stored decisions, the active exclusions and, with a budget, the spend."""
+        rt = live.runtime
+        history = job_history(
+            self.store.decisions_for_job(rt.job.id), live.attempt.attempt_no, live.view.last_iteration
+        )
+        return replace(history, excluded_nodes=active_exclusions(self.store, rt, utc(now)),
+                       spent=spend_so_far(self.store, rt, utc(now)))  # fmt: skip
+
+    def _exclude_on_queued(self, rt: JobRuntime, now: float) -> None:
+        """A successor of the job already queued gets the new list too (`scontrol update`, Slurm only)."""
+        queued = [
+            v for v in self._live.values() if v.runtime.job.id == rt.job.id and v.state is JobState.PENDING
+        ]
+        for warning in exclude_on_queued(self.store, rt, [v.executor_id for v in queued], utc(now)):
+            self._say(f"warning: {rt.job.name}: {warning}")
+
+    def _checkpoint_ready(self, rt: JobRuntime, now: float) -> bool:
+        """Check the checkpoint a resubmission resumes from; False: the job was stopped instead."""
+        if not is_resubmission(self.store, rt):
+            return True
+        gate = gate_checkpoint(self.store, rt, utc(now))
+        if gate.reason is not None:
+            self._say(f"{rt.job.name}: {gate.reason}")
+            self._dirty = True
+        return gate.resume
+
+    def _record_recovery(self, live: LiveAttempt, recovery: Recovery, now: float) -> None:
+        """An in-job restart healed: an event for `autoexp explain` (a `none` row: no budget counts it)."""
+        reason = recovery.describe()
+        self.store.record_decision(live.runtime.job.id, attempt_id=live.attempt.id,
+                                   action=DecisionAction.NONE.value, reason=reason, now=utc(now),
+                                   evidence=recovery.evidence().to_json())  # fmt: skip
+        self._say(f"{self._who(live)}: {reason}")
+        self._dirty = True
 
     # -- logs -----------------------------------------------------------------------------------
 
@@ -566,6 +616,9 @@ class Monitor:
         due = live.view.fatal_due_s()
         if had_fatal or due is None or self._ticker is None:
             return
+        if live.view.early.in_job_restarts:
+            self._say(f"{self._who(live)}: fatal line; the launcher restarts in place: recovery window "
+                      f"{due - now:.0f} s for a new best iteration")  # fmt: skip
         # The first fatal line: judge it once the settle window has passed, and look at
         # Slurm soon (the process may exit within seconds) rather than at the next poll.
         settle = max(due - now, 0.0)
@@ -617,6 +670,14 @@ class Monitor:
                 raise
             return  # stays dirty: written again at a later poll; the buffer warns once a minute
         self._dirty = False
+
+
+def allocation(known: tuple[str, ...], record: JobRecord) -> tuple[str, ...]:
+    """The attempt's nodes: as Slurm lists them while it runs. A COMPLETING job's squeue line
+    names only the nodes still completing, and node blame needs the whole allocation."""
+    if record.state is JobState.RUNNING or not known:
+        return record.nodes or known
+    return known
 
 
 def _print_line(line: str) -> None:

@@ -15,6 +15,7 @@ from oellm_autoexp.adapters.executor import Executor
 from oellm_autoexp.adapters.pattern_files import monitoring_dirs, pattern_set_from_mapping
 from oellm_autoexp.adapters.store import JobInfo, JobStatus, SessionInfo, SQLiteStore
 from oellm_autoexp.adapters.submission import make_executor
+from oellm_autoexp.backends.build import restarts_in_place
 from oellm_autoexp.config.loader import shipped_config_dir
 from oellm_autoexp.config.models import RootConfig
 from oellm_autoexp.core.plan import JobPlan
@@ -97,7 +98,8 @@ def job_runtime(
     )
     policy = restart_policy(plan.config.restart, source)
     executor = executor_factory(plan.executor, state_dir)
-    return JobRuntime(job, plan, policy, settings, executor, patterns)
+    in_job = restarts_in_place(plan.config.backend)
+    return JobRuntime(job, plan, policy, settings, executor, patterns, in_job_restarts=in_job)
 
 
 def start_session(

@@ -54,6 +54,11 @@ class MonitorSettings(BaseModel):
     early_exit_is_end: bool = False
     # With in-job restarts: how long the iteration counter has to pass its old best.
     recovery_window_s: float = Field(default=900.0, gt=0)
+    # The same while no iteration was seen yet (startup: at 1,000 nodes it can be silent for
+    # 10 minutes); null: recovery_window_s.
+    recovery_window_startup_s: float | None = Field(default=None, gt=0)
+    # A node blamed for a failure (core/node_blame.py) stays off the job's attempts this long.
+    exclusion_ttl_s: float = Field(default=24 * 3600.0, gt=0)
 
 
 _SETTING_KEYS = frozenset(MonitorSettings.model_fields)

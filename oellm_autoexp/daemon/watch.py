@@ -41,6 +41,7 @@ def early_settings(settings: MonitorSettings, backend_in_job_restarts: bool = Fa
         settle_s=settings.fatal_settle_s,
         in_job_restarts=backend_in_job_restarts if in_job is None else in_job,
         recovery_window_s=settings.recovery_window_s,
+        recovery_window_startup_s=settings.recovery_window_startup_s,
     )
 
 

@@ -387,3 +387,52 @@ def test_a_task_that_exited_with_a_code_is_no_silent_death() -> None:
         OutcomeKind.CRASH,
         "Transient failure detected (error_type=crash)",
     )
+
+
+XID = "{node} kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus."
+
+
+def _crash_view(lines: list[str]) -> AttemptView:
+    view = AttemptView(PATTERNS, early=EarlySettings(settle_s=1.0))
+    view.mark_running(0.0)
+    view.read(lines, 1.0)
+    return view
+
+
+@pytest.mark.parametrize(
+    ("named", "allocation", "excluded", "withheld"),
+    [
+        (["node3"], ["node1", "node2", "node3", "node4"], ("node3",), False),
+        (["node1", "node2"], ["node1", "node2"], (), True),  # every node: a job-wide failure
+        (["node9"], ["node1", "node2"], (), False),  # not this attempt's node
+    ],
+)
+def test_judge_excludes_only_nodes_the_evidence_singles_out(
+    named: list[str], allocation: list[str], excluded: tuple[str, ...], withheld: bool
+) -> None:
+    """A hardware line with its host blames that node of the allocation; lines naming more than the
+    guard share blame none, and the evidence says why."""
+    view = _crash_view([XID.format(node=n) for n in named])
+    record = JobRecord("1", JobState.FAILED, "sacct", exit_code=1)
+    j = judge(TRANSIENT, view.end_verdict(record, 5.0), RestartHistory(), view.classifier.signals,
+              allocation=allocation)  # fmt: skip
+    assert j.decision.action is DecisionAction.RESTART
+    assert j.effects.exclude_nodes == excluded and j.blame.nodes == excluded
+    assert bool(j.evidence.blame_withheld) is withheld
+    assert Evidence.from_json(j.evidence.to_json()) == j.evidence
+
+
+def test_startup_recovery_window_applies_before_the_first_iteration() -> None:
+    """With in-job restarts, a fatal line before any iteration waits the startup window; after one, the
+    steady-state window."""
+    early = {"settle_s": 1.0, "in_job_restarts": True, "recovery_window_s": 60.0,
+             "recovery_window_startup_s": 600.0}  # fmt: skip
+    view = AttemptView(PATTERNS, early=EarlySettings(**early))  # type: ignore[arg-type]
+    view.mark_running(0.0)
+    view.read(["[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered"], 10.0)
+    assert view.fatal_due_s() == 610.0
+    verdict = view.fatal_verdict(610.0)
+    assert verdict is not None and "recovery window of 600 s passed" in (verdict.observed or "")
+    steady = _view(**early)
+    steady.read(["[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered"], 10.0)
+    assert steady.fatal_due_s() == 70.0

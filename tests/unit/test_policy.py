@@ -23,6 +23,7 @@ from oellm_autoexp.core.policy import (
     restart_delay_s,
 )
 from oellm_autoexp.core.progress import HangKind
+from oellm_autoexp.core.spend import Spend
 from oellm_autoexp.errors import UserError
 
 S = JobState
@@ -304,21 +305,22 @@ def test_refill_point(restart_iterations: tuple[int | None, ...], current: int |
 def test_exclude_failing_node(
     exclude: bool, node: str | None, before: tuple[str, ...], after: tuple[str, ...]
 ) -> None:
-    """A node named by a hardware or NCCL signal is added to the nodes the next attempt avoids,
-    when the rule asks for it; nodes excluded before stay excluded."""
+    """A node the evidence blamed is added to the nodes the next attempt avoids, when the rule
+    asks for it; nodes excluded before stay excluded."""
     policy = one_rule(exclude_failing_node=exclude)
     outcome = Outcome(S.FAILED, "gpu_hardware", node=node)
-    decision = decide(policy, outcome, RestartHistory(excluded_nodes=before), now=0.0)
+    blamed = (node,) if node else ()
+    decision = decide(policy, outcome, RestartHistory(excluded_nodes=before), now=0.0, blamed=blamed)
     assert decision.action is A.RESTART
     assert decision.exclude_nodes == after
 
 
-def test_megatron_transient_excludes_the_node_an_nccl_signal_names() -> None:
-    """megatron_transient keeps the next attempt off a node an NCCL signal blamed."""
-    decision = decide(
-        shipped("megatron_transient"), Outcome(S.FAILED, "nccl", node="nid007"), RestartHistory(), 0.0
-    )
-    assert decision.exclude_nodes == ("nid007",)
+def test_megatron_transient_excludes_a_blamed_node_only() -> None:
+    """megatron_transient keeps the next attempt off a node the evidence blamed, and off no node
+    an NCCL line merely names."""
+    policy, outcome = shipped("megatron_transient"), Outcome(S.FAILED, "nccl", node="nid007")
+    assert decide(policy, outcome, RestartHistory(), 0.0).exclude_nodes == ()
+    assert decide(policy, outcome, RestartHistory(), 0.0, blamed=("nid007",)).exclude_nodes == ("nid007",)
 
 
 @pytest.mark.parametrize(
@@ -361,7 +363,7 @@ def test_after_restart_builds_the_next_attempts_history() -> None:
     iteration, and keeps the excluded nodes for the next decision."""
     outcome = Outcome(S.FAILED, "nccl", node="n1")
     history = RestartHistory(attempt=2, iteration=500)
-    decision = decide(one_rule(exclude_failing_node=True), outcome, history, now=10.0)
+    decision = decide(one_rule(exclude_failing_node=True), outcome, history, now=10.0, blamed=("n1",))
     nxt = after_restart(history, outcome, decision, now=10.0)
     assert nxt == RestartHistory(
         attempt=3,
@@ -412,3 +414,33 @@ def test_bad_policy_is_a_user_error_naming_the_key(data: dict[str, Any], message
     with pytest.raises(UserError) as info:
         load_policy(data)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("limits", "spent", "reason"),
+    [
+        (
+            {"max_gpu_hours": 10},
+            Spend(12.5, 3.0, 3.0, 4),
+            "GPU-hour budget spent: 12.5 of 10 GPU-h over 4 attempts",
+        ),
+        (
+            {"max_wall_hours": 2},
+            Spend(0.0, 2.5, 2.5, 2),
+            "wall-hour budget spent: 2.5 of 2 h over 2 attempts",
+        ),
+        ({"max_gpu_hours": 10}, Spend(9.0, 3.0, 3.0, 4), None),
+        ({"max_gpu_hours": 10}, None, None),  # not measured: no verdict on it
+    ],
+)
+def test_cumulative_budget_stops_with_the_figures(
+    limits: dict[str, float], spent: Spend | None, reason: str | None
+) -> None:
+    """A job whose attempts together spent the policy's GPU-hour or wall-hour budget is stopped with
+    the figures, before any per-rule budget; within it, the rule decides as before."""
+    policy = load_policy({"rules": [{"name": "r"}], **limits})
+    decision = decide(policy, Outcome(S.FAILED, "nccl"), RestartHistory(spent=spent), now=0.0)
+    if reason is None:
+        assert decision.action is A.RESTART
+    else:
+        assert (decision.action, decision.reason) == (A.STOP, reason)

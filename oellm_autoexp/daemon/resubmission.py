@@ -1,0 +1,189 @@
+"""What the monitor checks before a job is resubmitted: its checkpoint, its spend, its exclusions.
+
+The verdicts are pure (core/checkpoint_rollback.py, core/spend.py, core/exclusions.py);
+this module gathers their inputs (the checkpoint files, one sacct call, the store's
+exclusions) and carries out the one action a check may take by itself, a checkpoint
+rollback (moves aside, never deletes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from oellm_autoexp.adapters.checkpoint_files import apply_rollback, check_run
+from oellm_autoexp.adapters.executor import Executor, ExecutorError
+from oellm_autoexp.adapters.store import AttemptInfo, JobStatus, SQLiteStore
+from oellm_autoexp.backends.build import checkpoint_dir
+from oellm_autoexp.core.checkpoint_rollback import rollback_line
+from oellm_autoexp.core.exclusions import Exclusion, active_nodes, exclude_list, exclusions_from_blame
+from oellm_autoexp.core.judge import Evidence, Judgement
+from oellm_autoexp.core.outcome import OutcomeKind
+from oellm_autoexp.core.plan import JobPlan
+from oellm_autoexp.core.policy import DecisionAction
+from oellm_autoexp.core.spend import AttemptUsage, Spend, total_spend
+from oellm_autoexp.daemon.watch import JobRuntime
+
+
+@dataclass(frozen=True)
+class CheckpointGate:
+    """The checkpoint check's answer before a resubmission."""
+
+    directory: str
+    resume: bool  # False: stop the job (`reason` says why and what to check)
+    reason: str | None = None  # a line for the decision record; None when nothing happened
+    problems: tuple[str, ...] = ()  # the check's findings, kept as the decision's evidence
+
+
+# -- the checkpoint a resubmission resumes from (docs/checkpoints.md) ----------------------------
+
+
+def is_resubmission(store: SQLiteStore, rt: JobRuntime) -> bool:
+    """Has the job reached the executor before (so its next attempt resumes from a checkpoint)?"""
+    return any(a.executor_job_id for a in store.attempts_for_job(rt.job.id))
+
+
+def gate_checkpoint(store: SQLiteStore, rt: JobRuntime, now: datetime) -> CheckpointGate:
+    """Check the job's checkpoint before resubmitting it; a rollback or a stop is recorded.
+
+    A rollback is an event (a `none` decision with the check's evidence); a checkpoint that
+    cannot be fixed stops the job (a `stop` decision, then the job's status: a monitor that
+    dies in between finds the stop and sets the status on resume).
+    """
+    gate = check_before_resubmit(checkpoint_dir_of(rt.plan), rt.policy.max_checkpoint_rollbacks)
+    if gate.reason is None:
+        return gate
+    latest = store.latest_attempt(rt.job.id)
+    action = DecisionAction.NONE if gate.resume else DecisionAction.STOP
+    evidence = Evidence(kind=OutcomeKind.CRASH.value, trigger="checkpoint", observed=gate.directory,
+                        lines=gate.problems)  # fmt: skip
+    store.record_decision(rt.job.id, attempt_id=latest.id if latest else None, action=action.value,
+                          reason=gate.reason, now=now, evidence=evidence.to_json())  # fmt: skip
+    if not gate.resume:
+        store.set_job_status(rt.job.id, JobStatus.STOPPED.value, gate.reason)
+    return gate
+
+
+def checkpoint_dir_of(plan: JobPlan) -> Path:
+    """The run's checkpoint directory, as the job sees it (relative: from where autoexp runs)."""
+    return Path(checkpoint_dir(plan.config.backend, plan.checkpoint_dir))
+
+
+def check_before_resubmit(directory: Path, max_rollbacks: int) -> CheckpointGate:
+    """Check the newest checkpoint; roll back an incomplete one; stop on what cannot be fixed."""
+    if not directory.is_dir():
+        return CheckpointGate(str(directory), resume=True)  # nothing saved yet: from scratch
+    try:
+        verdict = check_run(directory, max_rollbacks)
+    except OSError as exc:
+        why = f"cannot read checkpoint dir {directory}: {exc.strerror or exc}"
+        return CheckpointGate(str(directory), False, _stop_line(why, directory))
+    if verdict.may_resume:
+        return CheckpointGate(str(directory), resume=True)
+    if verdict.status == "incomplete" and verdict.plan is not None:
+        try:
+            apply_rollback(directory, verdict.plan)
+        except OSError as exc:
+            why = f"{rollback_line(verdict)}; the rollback failed: {exc.strerror or exc}"
+            return CheckpointGate(str(directory), False, _stop_line(why, directory), verdict.problems)
+        return CheckpointGate(str(directory), True, rollback_line(verdict), verdict.problems)
+    why = rollback_line(verdict) if verdict.status == "incomplete" else f"checkpoint {verdict.summary()}"
+    return CheckpointGate(str(directory), False, _stop_line(why, directory), verdict.problems)
+
+
+def _stop_line(why: str, directory: Path) -> str:
+    return f"not resubmitting: {why} (details: autoexp checkpoint check {directory})"
+
+
+# -- the cumulative spend (core/spend.py) ----------------------------------------------------------
+
+
+def spend_so_far(store: SQLiteStore, rt: JobRuntime, now: datetime) -> Spend | None:
+    """What all the job's attempts spent, when its policy has a budget to check it against."""
+    if rt.policy.spend_limits is None:
+        return None  # nothing to check: no sacct call
+    attempts = [a for a in store.attempts_for_job(rt.job.id) if a.executor_job_id]
+    return measure_spend(rt.executor, attempts, rt.plan.config.slurm.gpus_per_node, now)
+
+
+def measure_spend(
+    executor: Executor, attempts: Sequence[AttemptInfo], gpus_per_node: int, now: datetime
+) -> Spend:
+    """What every attempt of a job held, summed: one sacct call on Slurm, else the store's times.
+
+    The local executor (and a cluster without accounting) has no sacct: each attempt's
+    elapsed time is then its end (or `now`) minus its start, on the nodes it ran on.
+    """
+    ids = [a.executor_job_id for a in attempts if a.executor_job_id]
+    usage = getattr(executor, "usage", None)  # only SlurmExecutor asks sacct
+    if usage is not None:
+        try:
+            return total_spend(usage(ids), gpus_per_node)
+        except ExecutorError:
+            pass  # no accounting here: the store's start and end times are the next best
+    return total_spend(usage_from_attempts(attempts, now), gpus_per_node)
+
+
+def usage_from_attempts(attempts: Sequence[AttemptInfo], now: datetime) -> list[AttemptUsage]:
+    """Each started attempt's usage from the monitor's own record (start, end or `now`, nodes)."""
+    out = []
+    for a in attempts:
+        if a.started_at is None:
+            continue
+        end = a.ended_at or now
+        elapsed = max(int((end - a.started_at).total_seconds()), 0)
+        start = a.started_at.astimezone(UTC).isoformat(timespec="seconds")
+        out.append(
+            AttemptUsage(a.executor_job_id or "", a.state.value, elapsed, max(len(a.nodes), 1), None, start)
+        )
+    return out
+
+
+def configured_exclude(plan: JobPlan) -> str | None:
+    """The experiment's own `slurm.sbatch.exclude`, kept when exclusions are added to it."""
+    value = plan.config.slurm.sbatch.get("exclude")
+    return value if isinstance(value, str) and value.strip() else None
+
+
+# -- node exclusions (core/exclusions.py) -------------------------------------------------------
+
+
+def active_exclusions(store: SQLiteStore, rt: JobRuntime, now: datetime) -> tuple[str, ...]:
+    """The nodes excluded for the job now (expired exclusions are kept in the store, not used)."""
+    return active_nodes(store.exclusions_for_job(rt.job.id), rt.job.name, now)
+
+
+def exclude_arg(store: SQLiteStore, rt: JobRuntime, now: datetime) -> tuple[str, ...]:
+    """`--exclude` nodes for the next attempt: the experiment's own list plus the active exclusions."""
+    active = active_exclusions(store, rt, now)
+    if not active:
+        return ()  # the script's own #SBATCH --exclude (if any) applies unchanged
+    return tuple((exclude_list(configured_exclude(rt.plan), active) or "").split(","))
+
+
+def new_exclusions(rt: JobRuntime, judgement: Judgement, now: datetime) -> list[Exclusion]:
+    """The blamed nodes a judgement keeps off the next attempts (its rule asked for it)."""
+    kept = [b for b in judgement.blame.blamed if b.node in judgement.effects.exclude_nodes]
+    return exclusions_from_blame(rt.job.name, kept, now, timedelta(seconds=rt.settings.exclusion_ttl_s))
+
+
+def exclude_on_queued(
+    store: SQLiteStore, rt: JobRuntime, queued_ids: Sequence[str], now: datetime
+) -> list[str]:
+    """Give queued attempts of the job the current list (`scontrol update`); the warnings, if any.
+
+    Only SlurmExecutor can change a queued job; the local executor starts jobs at once.
+    """
+    update = getattr(rt.executor, "update_excluded_nodes", None)
+    nodes = ",".join(exclude_arg(store, rt, now))
+    if update is None or not nodes:
+        return []
+    warnings = []
+    for job_id in queued_ids:
+        try:
+            update(job_id, nodes)
+        except ExecutorError as exc:
+            warnings.append(f"could not exclude {nodes} from queued job {job_id}: {exc}")
+    return warnings
