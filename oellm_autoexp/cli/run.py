@@ -46,7 +46,17 @@ def run_command(args: argparse.Namespace) -> int:
             if latest and latest.log_path:
                 print(f"--- {job.name}: last lines of {latest.log_path}")
                 print("\n".join(tail_lines(Path(latest.log_path), TAIL_LINES)))
+        print(look_closer(session.id, [job.name for job in store.jobs_for_session(session.id)]))
     return code
+
+
+def look_closer(session_id: int, job_names: list[str]) -> str:
+    """The commands that show why each restart or stop happened."""
+    job = job_names[0] if len(job_names) == 1 else "JOB"
+    return (
+        f"Look closer: `autoexp explain {job}` (every decision and the log lines it rests on), "
+        f"`autoexp report {session_id} --html report-{session_id}.html` (timeline, iterations, lost time)"
+    )
 
 
 def tail_lines(path: Path, count: int) -> list[str]:
