@@ -78,5 +78,8 @@ def _decision_lines(d: DecisionInfo) -> list[str]:
     if ev.after_first_fatal_s is not None:
         lines.append(f"      decided {ev.after_first_fatal_s:.1f} s after the first fatal line "
                      f"(line {ev.first_fatal_line_no}; judged on: {ev.trigger})")  # fmt: skip
+    if ev.override_set is not None:
+        lines.append(f"      next attempt runs with override set {ev.override_set} of rule {ev.rule}: "
+                     + " ".join(ev.overrides))  # fmt: skip
     lines += [f"      | {line}" for line in ev.lines]
     return lines

@@ -51,6 +51,9 @@ NODE_FAULT_ERROR_TYPES = frozenset({"gpu_hardware", "node_failure", "nccl", "ncc
 MEGATRON_RERUN_EXIT = 16  # Megatron's rerun state machine: "resume to disambiguate" after NaN/Inf
 
 
+_TUPLE_FIELDS = ("exclude_nodes", "lines", "overrides")  # Evidence fields stored as JSON lists
+
+
 class Trigger(StrEnum):
     END = "end"  # Slurm (or the local executor) says the attempt ended
     FATAL_LINE = "fatal_line"  # a fatal line settled while the job still ran
@@ -102,11 +105,13 @@ class Evidence:
     first_fatal_line_no: int | None = None  # the first fatal line's number
     first_fatal_line: str | None = None  # the first fatal line itself
     after_first_fatal_s: float | None = None  # decision time minus the first fatal line's read time
+    override_set: int | None = None  # the rule's override set the next attempt runs with (1-based)
+    overrides: tuple[str, ...] = ()  # that set's `key.path=value` entries
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data["exclude_nodes"] = list(self.exclude_nodes)
-        data["lines"] = list(self.lines)
+        for key in _TUPLE_FIELDS:
+            data[key] = list(getattr(self, key))
         return data
 
     @classmethod
@@ -115,7 +120,7 @@ class Evidence:
         if not isinstance(data, Mapping):
             return cls()
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        for key in ("exclude_nodes", "lines"):
+        for key in _TUPLE_FIELDS:
             if key in known:
                 known[key] = tuple(known[key] or ())
         return cls(**known)
@@ -275,6 +280,8 @@ def _evidence(
         first_fatal_line_no=first.signal.line_no if first else None,
         first_fatal_line=first.signal.line if first else None,
         after_first_fatal_s=round(verdict.now_s - first.at_s, 3) if first else None,
+        override_set=decision.override_set,
+        overrides=decision.overrides,
     )
 
 
@@ -316,6 +323,7 @@ def history_from(decisions: Sequence[PastDecision], attempt_no: int, iteration: 
                 kind=OutcomeKind(ev.kind),
                 error_type=ev.error_type,
                 iteration=ev.iteration,
+                override_set=ev.override_set,
             )
         )
         excluded.extend(n for n in ev.exclude_nodes if n not in excluded)
@@ -331,3 +339,19 @@ def restart_counts(decisions: Sequence[PastDecision]) -> dict[str, int]:
             cause = d.evidence.error_type or d.evidence.kind
             counts[cause] = counts.get(cause, 0) + 1
     return counts
+
+
+def attempt_overrides(decisions: Sequence[PastDecision]) -> tuple[str, ...]:
+    """The config overrides the job's next attempt runs with: the last override set a restart applied."""
+    for d in reversed(decisions):
+        if d.action == DecisionAction.RESTART.value and d.evidence.override_set is not None:
+            return d.evidence.overrides
+    return ()
+
+
+def previous_cause(decisions: Sequence[PastDecision]) -> str:
+    """What ended the attempt before the next one (error type, else kind); "" before the first restart."""
+    for d in reversed(decisions):
+        if d.action == DecisionAction.RESTART.value:
+            return d.evidence.error_type or d.evidence.kind
+    return ""

@@ -221,6 +221,10 @@ def _marker(d: DecisionData) -> DecisionMarker:
         ("budget", None if d.budget_before is None else f"{d.budget_before} -> {d.budget_after}"),
         ("iteration reached", None if ev.iteration is None else str(ev.iteration)),
         ("excluded nodes", ", ".join(ev.exclude_nodes) or None),
+        (
+            "next attempt's overrides",
+            f"set {ev.override_set}: {' '.join(ev.overrides)}" if ev.override_set is not None else None,
+        ),
     ]
     details = tuple((k, str(v)) for k, v in rows if v not in (None, ""))
     return DecisionMarker(
