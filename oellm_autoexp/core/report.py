@@ -282,7 +282,7 @@ def _resume_time(following: AttemptData | None, now_s: float) -> float:
     if following is None:
         return now_s
     if following.progress:
-        return following.progress[0][0]
+        return _within(following.progress[0][0], following, now_s)
     return following.end_s if following.end_s is not None else now_s
 
 

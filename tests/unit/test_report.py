@@ -104,3 +104,13 @@ def test_page_escapes_log_lines_and_lists_every_attempt_and_decision() -> None:
 def test_durations_read_at_a_glance(seconds: float, text: str) -> None:
     """Durations are written in the largest sensible units."""
     assert format_duration(seconds) == text
+
+
+def test_points_stamped_before_their_attempt_started_are_drawn_at_its_start() -> None:
+    """Whole-second stamps can precede Slurm's start: the point and the restart's lost time use the start."""
+    first = _attempt(1, 0, 90, "FAILED", [(10, 1), (20, 2)])
+    second = _attempt(2, 100, 180, "COMPLETED", [(99.2, 2), (110, 3)])
+    job = JobData("job", "completed", "", (first, second), (_restart(1, 90, 5.0),))
+    report = build_report(SessionData(1, "s", T0 + 200, (job,))).jobs[0]
+    assert [p.time_s - T0 for p in report.curve if p.attempt_no == 2] == [100, 110]
+    assert report.losses[0].resumed_s == T0 + 100
