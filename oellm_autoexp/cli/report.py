@@ -29,6 +29,7 @@ def report_command(args: argparse.Namespace) -> int:
         report = build_report(session_data(store, session, time.time()))
     target = args.html or Path(f"report-{session.id}.html")
     write_text_atomic(target, render_report_html(report))
+    target.chmod(0o644)  # a page to share, not a secret (the atomic write creates it 0600)
     summary = report.summary
     goodput = "-" if summary.goodput is None else f"{summary.goodput:.0%}"
     restarts = sum(n for _, n in summary.restarts_by_cause)

@@ -36,3 +36,5 @@ def test_demo_runs_to_completion_through_one_real_restart(tmp_path: Path) -> Non
     assert "successfully loaded checkpoint from outputs/demo/checkpoints at iteration 10" in second
     assert "iteration       30/      30" in second
     assert "autoexp explain demo" in done.stdout and "autoexp report 1" in done.stdout
+    assert "restart: Transient failure detected (error_type=killed)" in done.stdout
+    assert "loading checkpoint from outputs/demo/checkpoints at iteration 10" in done.stdout
