@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 from oellm_autoexp.core.judge import Evidence
 
+ZONE_STEP_S = 900.0  # time zones differ by multiples of a quarter hour
+
 # How an attempt ended, from its last observed state: the bar's colour class.
 _ENDED_AS = {
     "COMPLETED": "completed",
@@ -302,3 +304,22 @@ def _summary(jobs: Sequence[JobReport]) -> Summary:
         restarts_by_cause=tuple(sorted(restarts.items(), key=lambda kv: (-kv[1], kv[0]))),
         lost_by_cause=tuple(sorted(lost.items(), key=lambda kv: (-kv[1], kv[0]))),
     )
+
+
+def timed_points(found: Sequence[tuple[float | None, float | None, int]]) -> tuple[tuple[float, int], ...]:
+    """One time per progress line: its stamp moved onto the monitor's clock, else when it was read.
+
+    Stamps are when the line was written, but on the job's wall clock, read as if it
+    were UTC (core/line_time.py); the monitor's read times are on the clock of attempts
+    and decisions but late by up to a poll, and lines read within a second share one
+    time. So stamps win, shifted by the job's zone offset: the median (read - stamp),
+    snapped to a quarter hour (zones differ by multiples of it). Times never go back.
+    """
+    gaps = sorted(read - stamp for stamp, read, _ in found if stamp is not None and read is not None)
+    shift = round(gaps[len(gaps) // 2] / ZONE_STEP_S) * ZONE_STEP_S if gaps else 0.0
+    points: list[tuple[float, int]] = []
+    for stamp, read, iteration in found:
+        when = stamp + shift if stamp is not None else read
+        if when is not None:
+            points.append((max(when, points[-1][0]) if points else when, iteration))
+    return tuple(points)

@@ -11,6 +11,7 @@ written after it stopped) falls back to the stamp the line carries.
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,23 +27,23 @@ from oellm_autoexp.adapters.store import (
 from oellm_autoexp.core.classify import Classifier
 from oellm_autoexp.core.judge import Evidence
 from oellm_autoexp.core.line_time import stamp_of, year_of
-from oellm_autoexp.core.report import AttemptData, DecisionData, JobData, SessionData
+from oellm_autoexp.core.report import AttemptData, DecisionData, JobData, SessionData, timed_points
 from oellm_autoexp.core.signals import PatternSet
 from oellm_autoexp.daemon.session import plan_from_dict
 from oellm_autoexp.daemon.settings import split_monitoring
 
-ZONE_STEP_S = 900.0  # time zones differ by multiples of a quarter hour
 MAX_LOG_BYTES = 256 * 1024 * 1024  # a log past this is read up to here only (the report stays quick)
 
 
 def session_data(store: SQLiteStore, session: SessionInfo, now_s: float) -> SessionData:
     """Everything the report shows about `session`, as plain records."""
-    jobs = tuple(_job_data(store, job) for job in store.jobs_for_session(session.id))
+    cache: dict[str, PatternSet] = {}  # sweep points share their monitoring section
+    jobs = tuple(_job_data(store, job, cache) for job in store.jobs_for_session(session.id))
     return SessionData(session.id, session.name, now_s, jobs)
 
 
-def _job_data(store: SQLiteStore, job: JobInfo) -> JobData:
-    patterns = _patterns(job)
+def _job_data(store: SQLiteStore, job: JobInfo, cache: dict[str, PatternSet]) -> JobData:
+    patterns = _patterns(job, cache)
     attempts = store.attempts_for_job(job.id)
     numbers = {a.id: a.attempt_no for a in attempts}
     return JobData(
@@ -54,10 +55,13 @@ def _job_data(store: SQLiteStore, job: JobInfo) -> JobData:
     )
 
 
-def _patterns(job: JobInfo) -> PatternSet:
+def _patterns(job: JobInfo, cache: dict[str, PatternSet]) -> PatternSet:
     plan = plan_from_dict(job.plan)
     _settings, pattern_part = split_monitoring(plan.config.monitoring, f"job {job.name}")
-    return pattern_set_from_mapping(pattern_part, f"job {job.name}: monitoring", monitoring_dirs())
+    key = json.dumps(pattern_part, sort_keys=True, default=str)
+    if key not in cache:
+        cache[key] = pattern_set_from_mapping(pattern_part, f"job {job.name}: monitoring", monitoring_dirs())
+    return cache[key]
 
 
 def _attempt_data(store: SQLiteStore, attempt: AttemptInfo, patterns: PatternSet) -> AttemptData:
@@ -111,26 +115,7 @@ def progress_points(
             continue
         index = signal.line_no - 1
         found.append((stamp_of(lines[index], year), _read_time(offsets[index], starts, reads), int(value)))
-    return _timed(found)
-
-
-def _timed(found: Sequence[tuple[float | None, float | None, int]]) -> tuple[tuple[float, int], ...]:
-    """One time per progress line: its stamp moved onto the monitor's clock, else when it was read.
-
-    Stamps are when the line was written, but on the job's wall clock, read as if it
-    were UTC (core/line_time.py); the monitor's read times are on the clock of attempts
-    and decisions but late by up to a poll, and lines read within a second share one
-    time. So stamps win, shifted by the job's zone offset: the median (read - stamp),
-    snapped to a quarter hour (zones differ by multiples of it). Times never go back.
-    """
-    gaps = sorted(read - stamp for stamp, read, _ in found if stamp is not None and read is not None)
-    shift = round(gaps[len(gaps) // 2] / ZONE_STEP_S) * ZONE_STEP_S if gaps else 0.0
-    points: list[tuple[float, int]] = []
-    for stamp, read, iteration in found:
-        when = stamp + shift if stamp is not None else read
-        if when is not None:
-            points.append((max(when, points[-1][0]) if points else when, iteration))
-    return tuple(points)
+    return timed_points(found)
 
 
 def _line_offsets(raw_lines: Sequence[bytes]) -> list[int]:

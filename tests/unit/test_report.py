@@ -11,6 +11,7 @@ from oellm_autoexp.core.report import (
     JobData,
     SessionData,
     build_report,
+    timed_points,
     useful_seconds,
 )
 from oellm_autoexp.core.report_html import format_duration, render_report_html
@@ -114,3 +115,14 @@ def test_points_stamped_before_their_attempt_started_are_drawn_at_its_start() ->
     report = build_report(SessionData(1, "s", T0 + 200, (job,))).jobs[0]
     assert [p.time_s - T0 for p in report.curve if p.attempt_no == 2] == [100, 110]
     assert report.losses[0].resumed_s == T0 + 100
+
+
+def test_progress_stamps_move_onto_the_monitor_clock_by_the_zone_offset() -> None:
+    """Stamps two hours off the monitor's clock shift by exactly 2 h; an unstamped line takes its read time."""
+    found = [
+        (T0, T0 + 7200.4, 1),  # (stamp, read time, iteration)
+        (T0 + 10, T0 + 7211.0, 2),
+        (None, T0 + 7215.0, 3),
+        (T0 + 12, None, 4),  # never read by the monitor: its stamp, kept after the line above
+    ]
+    assert timed_points(found) == ((T0 + 7200, 1), (T0 + 7210, 2), (T0 + 7215, 3), (T0 + 7215, 4))
