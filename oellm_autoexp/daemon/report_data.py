@@ -3,9 +3,9 @@
 The store keeps attempts, decisions and non-progress signals, but not every
 iteration line (only `attempts.last_iteration`), so the iteration curve is read
 from the attempts' logs here, classified with the job's own patterns. Each
-progress line is timed by when the monitor read it (the `log_reads` table, the
-same clock as attempts and decisions); a line the monitor never read (a log
-written after it stopped) falls back to the stamp the line carries.
+progress line is timed by its own stamp, moved onto the monitor's clock with the
+help of when the monitor read it (the `log_reads` table, the clock of attempts and
+decisions); a line without a stamp takes its read time (core/report.py `timed_points`).
 """
 
 from __future__ import annotations
