@@ -59,7 +59,8 @@ def check_override_sets(plan: JobPlan, policy: RestartPolicy) -> None:
                 _apply(data, entries, prov, where)
                 _replan(plan, data, prov)
             except UserError as exc:
-                raise UserError(f"{where}: {exc}") from None
+                message = str(exc)  # parse and validation errors already name `where` as their source
+                raise UserError(message if message.startswith(where) else f"{where}: {message}") from None
 
 
 def _config_data(plan: JobPlan) -> dict[str, Any]:
