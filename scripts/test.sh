@@ -11,6 +11,12 @@ cd "$(dirname "$0")/.."
 python3 -m pip install -q torch==2.13.0
 python3 -m pip install -q -e '.[dev,torch]'
 
+# Headless Chromium from the distribution for the report's browser test (about a minute
+# the first time; nothing once installed). playwright drives it; it downloads no browser.
+if ! command -v chromium >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+
 # Two emulated nodes so multi-node launches are tested for real.
 export SLURM_LOCAL_NODES="${SLURM_LOCAL_NODES:-2}"
 eval "$(scripts/slurm_local.sh up)"

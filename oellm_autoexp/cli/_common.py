@@ -6,7 +6,9 @@ import argparse
 import os
 
 from oellm_autoexp.config.experiment import load_jobs
+from oellm_autoexp.core.attempt_plan import check_override_sets
 from oellm_autoexp.core.plan import JobPlan, build_plans
+from oellm_autoexp.daemon.session import restart_policy
 
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +30,12 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
 
 
 def load_plans(args: argparse.Namespace) -> list[JobPlan]:
-    """Every job of the experiment, planned; relative output dirs are taken from the cwd."""
+    """Every job of the experiment, planned; relative output dirs are taken from the cwd.
+
+    Every override set of the restart policy is applied and validated too (UserError).
+    """
     jobs = load_jobs(args.config, args.overrides, args.config_dir)
-    return build_plans(jobs, os.getcwd())
+    plans = build_plans(jobs, os.getcwd())
+    for plan in plans:  # a bad adaptive-restart override set fails now, not at its failure
+        check_override_sets(plan, restart_policy(plan.config.restart, f"job {plan.name}"))
+    return plans

@@ -83,6 +83,9 @@ def _decision_lines(d: DecisionInfo) -> list[str]:
     lines += [f"      blamed {item}" for item in ev.blamed]
     if ev.blame_withheld:
         lines.append(f"      no node blamed: {ev.blame_withheld}")
+    if ev.override_set is not None:
+        lines.append(f"      next attempt runs with override set {ev.override_set} of rule {ev.rule}: "
+                     + " ".join(ev.overrides))  # fmt: skip
     lines += [f"      | {line}" for line in ev.lines]
     return lines
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from oellm_autoexp.daemon.metrics import MonitorMetrics  # optional dependency
 
 TAIL_LINES = 5  # of each job's log, shown when the run ends
+HEAD_LINES = 4  # of a restarted job's last attempt: how it resumed
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -68,10 +69,32 @@ def _submit_and_monitor(args: argparse.Namespace, metrics: MonitorMetrics | None
         print(render_table(status_rows(store, store.get_session(session.id) or session), STATUS_COLUMNS))
         for job in store.jobs_for_session(session.id):
             latest = store.latest_attempt(job.id)
+            if latest and latest.log_path and latest.attempt_no > 1:
+                # How the restarted attempt began: where it resumed from.
+                print(f"--- {job.name} attempt {latest.attempt_no}: first lines of {latest.log_path}")
+                print("\n".join(head_lines(Path(latest.log_path), HEAD_LINES)))
             if latest and latest.log_path:
                 print(f"--- {job.name}: last lines of {latest.log_path}")
                 print("\n".join(tail_lines(Path(latest.log_path), TAIL_LINES)))
+        print(look_closer(session.id, [job.name for job in store.jobs_for_session(session.id)]))
     return max(code, 1) if failed else code
+
+
+def look_closer(session_id: int, job_names: list[str]) -> str:
+    """The commands that show why each restart or stop happened."""
+    job = job_names[0] if len(job_names) == 1 else "JOB"
+    return (
+        f"Look closer: `autoexp explain {job}` (every decision and the log lines it rests on), "
+        f"`autoexp report {session_id} --html report-{session_id}.html` (timeline, iterations, lost time)"
+    )
+
+
+def head_lines(path: Path, count: int) -> list[str]:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(64 * 1024).decode("utf-8", errors="replace").splitlines()[:count]
+    except OSError as exc:
+        return [f"(cannot read: {exc})"]
 
 
 def tail_lines(path: Path, count: int) -> list[str]:

@@ -51,7 +51,7 @@ NODE_FAULT_ERROR_TYPES = frozenset({"gpu_hardware", "node_failure", "nccl", "ncc
 MEGATRON_RERUN_EXIT = 16  # Megatron's rerun state machine: "resume to disambiguate" after NaN/Inf
 
 
-_TUPLE_FIELDS = ("exclude_nodes", "lines", "blamed")  # Evidence fields stored as JSON lists
+_TUPLE_FIELDS = ("exclude_nodes", "lines", "blamed", "overrides")  # Evidence fields stored as JSON lists
 
 
 class Trigger(StrEnum):
@@ -108,6 +108,8 @@ class Evidence:
     after_first_fatal_s: float | None = None  # decision time minus the first fatal line's read time
     blamed: tuple[str, ...] = ()  # "node: evidence" for each node the evidence singles out
     blame_withheld: str | None = None  # why no node was blamed although lines named nodes
+    override_set: int | None = None  # the rule's override set the next attempt runs with (1-based)
+    overrides: tuple[str, ...] = ()  # that set's `key.path=value` entries
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -314,6 +316,8 @@ def _evidence(
         first_fatal_line_no=first.signal.line_no if first else None,
         first_fatal_line=first.signal.line if first else None,
         after_first_fatal_s=round(verdict.now_s - first.at_s, 3) if first else None,
+        override_set=decision.override_set,
+        overrides=decision.overrides,
     )
 
 
@@ -355,6 +359,7 @@ def history_from(decisions: Sequence[PastDecision], attempt_no: int, iteration: 
                 kind=OutcomeKind(ev.kind),
                 error_type=ev.error_type,
                 iteration=ev.iteration,
+                override_set=ev.override_set,
             )
         )
         excluded.extend(n for n in ev.exclude_nodes if n not in excluded)
@@ -370,3 +375,19 @@ def restart_counts(decisions: Sequence[PastDecision]) -> dict[str, int]:
             cause = d.evidence.error_type or d.evidence.kind
             counts[cause] = counts.get(cause, 0) + 1
     return counts
+
+
+def attempt_overrides(decisions: Sequence[PastDecision]) -> tuple[str, ...]:
+    """The config overrides the job's next attempt runs with: the last override set a restart applied."""
+    for d in reversed(decisions):
+        if d.action == DecisionAction.RESTART.value and d.evidence.override_set is not None:
+            return d.evidence.overrides
+    return ()
+
+
+def previous_cause(decisions: Sequence[PastDecision]) -> str:
+    """What ended the attempt before the next one (error type, else kind); "" before the first restart."""
+    for d in reversed(decisions):
+        if d.action == DecisionAction.RESTART.value:
+            return d.evidence.error_type or d.evidence.kind
+    return ""

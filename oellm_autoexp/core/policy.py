@@ -20,6 +20,14 @@ every reason it can return. The order of questions, each answered by a reason:
    and its numbers.
 7. Otherwise restart, after `delay_s`, excluding the nodes the evidence blamed if asked.
 
+Adaptive restarts. A restart rule with `overrides:` (a list of config override
+sets) restarts the outcomes it takes with the next unused set, before questions 4
+and 6: an error type the rule excludes (an OOM) becomes restartable with a changed
+config, and these restarts are not charged to the rule's budgets (the list's length
+is their budget; the rate window still counts them). The set applied stays in
+effect for every later attempt of the job. When the list is used up, questions 4-7
+decide as without it: an excluded type stops, others spend the normal budget.
+
 Budget arithmetic. The first submission is attempt 1 and each restart adds one.
 A rule's budget counts the restarts it granted (since the last refill, see below);
 `used` of them leaves `max_retries - used`. When an attempt ends with `used`
@@ -124,12 +132,37 @@ class RestartRule(_Model):
     act_on_fatal_line: bool = True
     wait_for_end_on: tuple[str, ...] = ()  # error types still waited out (the job's own protocol)
     early_cancel_on: tuple[str, ...] = ()  # error types acted on early even with act_on_fatal_line off
+    # Config override sets (`key.path=value` each) for the next attempts, tried in order;
+    # each one restarts once, even an excluded error type (module docstring: adaptive restarts).
+    overrides: tuple[tuple[str, ...], ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_override_is_a_set(cls, data: Any) -> Any:
+        # `- backend.x=8` is read as the set [backend.x=8].
+        if isinstance(data, Mapping) and isinstance(data.get("overrides"), list):
+            sets = [[entry] if isinstance(entry, str) else entry for entry in data["overrides"]]
+            data = {**data, "overrides": sets}
+        return data
 
     @model_validator(mode="after")
     def _budgets_not_negative(self) -> RestartRule:
         bad = [k for k, v in self.error_type_budgets.items() if v < 0]
         if bad:
             raise ValueError(f"error_type_budgets must be >= 0 (got negative for {', '.join(bad)})")
+        return self
+
+    @model_validator(mode="after")
+    def _overrides_well_formed(self) -> RestartRule:
+        if self.overrides and self.action is not RuleAction.RESTART:
+            raise ValueError(f"overrides need action restart (rule {self.name} is {self.action.value})")
+        for number, entries in enumerate(self.overrides, start=1):
+            bad = [e for e in entries if "=" not in e or not e.partition("=")[0].strip()]
+            if not entries or bad:
+                got = bad[0] if bad else "an empty set"
+                raise ValueError(
+                    f"overrides set {number} of rule {self.name}: expected key.path=value, got {got!r}"
+                )
         return self
 
 
@@ -185,6 +218,7 @@ class RestartRecord:
     kind: OutcomeKind  # the outcome kind that caused it
     error_type: str | None = None  # the classifier's root cause, if any
     iteration: int | None = None  # the highest iteration the ended attempt had reached
+    override_set: int | None = None  # the rule's override set it applied (1-based), if any
 
 
 @dataclass(frozen=True)
@@ -210,6 +244,8 @@ class Decision:
     delay_s: float = 0.0  # wait this long before resubmitting (cooldown/backoff)
     exclude_nodes: tuple[str, ...] = field(default_factory=tuple)  # pass as --exclude on resubmit
     cancel_first: bool = False  # the job still runs: scancel it before anything else
+    override_set: int | None = None  # the rule's override set the next attempt runs with (1-based)
+    overrides: tuple[str, ...] = ()  # that set's `key.path=value` entries
 
 
 def decide(
@@ -291,8 +327,13 @@ def _apply_rule(
     blamed: tuple[str, ...],
 ) -> Decision:
     excluded = _excluded_name(rule, outcome)
+    adapted = _restart_with_next_set(rule, outcome, history, now, blamed)
+    if adapted is not None:
+        return adapted
     if excluded is not None:
         reason = f"Permanent failure detected (excluded error_type: {excluded})"
+        if rule.overrides:
+            reason += f"; override sets used up ({len(rule.overrides)}/{len(rule.overrides)})"
         if excluded in PERMANENT_ERROR_TYPES:
             reason += (
                 f": the same configuration fails the same way on every attempt (signal {outcome.signal});"
@@ -304,6 +345,36 @@ def _apply_rule(
         action = DecisionAction(rule.action.value)
         return Decision(action, rule.reason or default, rule=rule.name, cancel_first=outcome.still_running)
     return _restart_within_budgets(rule, outcome, history, now, limits, blamed)
+
+
+def override_sets_used(rule: RestartRule, history: RestartHistory) -> int:
+    """How many of the rule's override sets earlier restarts applied."""
+    return sum(1 for r in history.restarts if r.rule == rule.name and r.override_set is not None)
+
+
+def _restart_with_next_set(
+    rule: RestartRule, outcome: Outcome, history: RestartHistory, now: float, blamed: tuple[str, ...] = ()
+) -> Decision | None:
+    """A restart with the rule's next override set; None when it has none left (or none at all)."""
+    used = override_sets_used(rule, history)
+    if rule.action is not RuleAction.RESTART or used >= len(rule.overrides):
+        return None
+    left = max(rule.max_retries - len(charged_restarts(rule, history)), 0)
+    window = _window_reason(rule, history, now)
+    if window is not None:
+        return Decision(
+            DecisionAction.STOP, window, rule.name, left, left, cancel_first=outcome.still_running
+        )
+    entries = rule.overrides[used]
+    reason = (
+        f"Restarting with a changed config (error_type={outcome.cause}): override set "
+        f"{used + 1}/{len(rule.overrides)} of rule {rule.name}: {' '.join(entries)}"
+    )
+    return Decision(
+        DecisionAction.RESTART, reason, rule=rule.name, budget_before=left, budget_after=left,
+        delay_s=rule.cooldown_s, exclude_nodes=_exclude_nodes(rule, blamed, history),
+        cancel_first=outcome.still_running, override_set=used + 1, overrides=entries,
+    )  # fmt: skip
 
 
 def _excluded_name(rule: RestartRule, outcome: Outcome) -> str | None:
@@ -349,7 +420,8 @@ def _restart_within_budgets(
 def charged_restarts(rule: RestartRule, history: RestartHistory) -> tuple[RestartRecord, ...]:
     """The past restarts that count against `rule`'s budgets now (its own, since the last refill)."""
     first = refill_point(history) if rule.refill_on_progress else 0
-    return tuple(r for r in history.restarts[first:] if r.rule == rule.name)
+    # Restarts with an override set have the list as their budget, not max_retries.
+    return tuple(r for r in history.restarts[first:] if r.rule == rule.name and r.override_set is None)
 
 
 def refill_point(history: RestartHistory) -> int:
@@ -446,6 +518,7 @@ def after_restart(
         kind=outcome.kind,
         error_type=outcome.error_type,
         iteration=history.iteration,
+        override_set=decision.override_set,
     )
     return RestartHistory(
         attempt=history.attempt + 1,

@@ -1,5 +1,9 @@
 """Submitting attempts without ever submitting one twice.
 
+Each attempt is rendered from the job's stored config (core/attempt_plan.py): its
+number and the previous attempt's cause in its environment, and the override set
+of the last adaptive restart applied.
+
 Protocol: record the intent (with a unique tag) BEFORE sbatch, pass the tag as
 `--comment`, confirm the executor's job id after. A monitor that died in
 between finds an unconfirmed intent on resume and asks the executor for the
@@ -22,9 +26,13 @@ from oellm_autoexp.adapters.executor import ExecutorError, ExecutorTimeout
 from oellm_autoexp.adapters.store import AttemptInfo, Intent, SQLiteStore
 from oellm_autoexp.adapters.store_buffer import is_disk_full
 from oellm_autoexp.adapters.submission import submit_plan
-from oellm_autoexp.core.plan import log_path_for
+from oellm_autoexp.core.attempt_plan import attempt_plan
+from oellm_autoexp.core.job_status import JobStatus
+from oellm_autoexp.core.judge import attempt_overrides, previous_cause
+from oellm_autoexp.core.plan import JobPlan, log_path_for
 from oellm_autoexp.daemon.clock import utc
-from oellm_autoexp.daemon.watch import JobRuntime
+from oellm_autoexp.daemon.watch import JobRuntime, past_decisions
+from oellm_autoexp.errors import UserError
 
 
 class IntentUnsettled(Exception):
@@ -88,6 +96,9 @@ class Submitter:
         if adopted is not None:
             return adopted
         attempt_no = self.store.next_attempt_no(job.id)
+        plan = self._attempt_plan(rt, attempt_no)
+        if plan is None:
+            return None
         tag = submit_tag(job.session_id, job.id, attempt_no)
         try:
             attempt_id = self.store.record_intent(job.id, attempt_no, tag, now=utc(now))
@@ -103,7 +114,7 @@ class Submitter:
         if exclude_nodes:
             extra.append(f"--exclude={','.join(exclude_nodes)}")
         try:
-            executor_id = submit_plan(rt.executor, rt.plan, extra)
+            executor_id = submit_plan(rt.executor, plan, extra)
         except ExecutorError as exc:
             # sbatch may have failed after the controller took the job: ask for the tag.
             try:
@@ -129,6 +140,22 @@ class Submitter:
             return None
         self._say(f"✓ Submitted {job.name} attempt {attempt_no}: job {executor_id}")
         return self.store.latest_attempt(job.id)
+
+    def _attempt_plan(self, rt: JobRuntime, attempt_no: int) -> JobPlan | None:
+        """The attempt's own plan (core/attempt_plan.py); None, and the job stopped, if it cannot be made.
+
+        Override sets were checked when the session started, so this only fails for a
+        session started by an older autoexp or a config changed under it.
+        """
+        decisions = past_decisions(self.store.decisions_for_job(rt.job.id))
+        try:
+            return attempt_plan(rt.plan, attempt_no, previous_cause(decisions), attempt_overrides(decisions))
+        except UserError as exc:
+            self._say(f"✗ {rt.job.name} attempt {attempt_no}: cannot render: {exc}; stopping the job")
+            self.store.set_job_status(
+                rt.job.id, JobStatus.STOPPED.value, f"cannot render attempt {attempt_no}: {exc}"
+            )
+            return None
 
     def _adopt_pending(self, rt: JobRuntime, now: float) -> AttemptInfo | None:
         for attempt in self.store.attempts_for_job(rt.job.id):

@@ -1,0 +1,40 @@
+"""`autoexp report [SESSION] [--html FILE]`: a session's restarts and progress as one HTML page."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from oellm_autoexp.adapters.atomic_file import write_text_atomic
+from oellm_autoexp.cli._sessions import find_session, latest_session, open_store
+from oellm_autoexp.core.report import build_report
+from oellm_autoexp.core.report_html import format_duration, render_report_html
+from oellm_autoexp.daemon.report_data import session_data
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "report", help="one self-contained HTML page: attempts, decisions, iterations, lost time"
+    )
+    parser.add_argument("session", nargs="?", help="session id or name (default: the latest)")
+    parser.add_argument("--html", type=Path, help="write the page here (default: report-<session id>.html)")
+    parser.set_defaults(func=report_command)
+
+
+def report_command(args: argparse.Namespace) -> int:
+    store, _ = open_store(args)
+    with store:
+        session = find_session(store, args.session) if args.session else latest_session(store)
+        report = build_report(session_data(store, session, time.time()))
+    target = args.html or Path(f"report-{session.id}.html")
+    write_text_atomic(target, render_report_html(report))
+    target.chmod(0o644)  # a page to share, not a secret (the atomic write creates it 0600)
+    summary = report.summary
+    goodput = "-" if summary.goodput is None else f"{summary.goodput:.0%}"
+    restarts = sum(n for _, n in summary.restarts_by_cause)
+    print(f"session {session.id} ({session.name}): {len(report.jobs)} job(s), {restarts} restart(s), "
+          f"goodput {goodput} ({format_duration(summary.useful_s)} useful of "
+          f"{format_duration(summary.allocation_s)} allocated)")  # fmt: skip
+    print(f"wrote {target}")
+    return 0
