@@ -77,6 +77,7 @@ def test_in_job_restart_that_makes_progress_is_left_alone(ax: AutoexpEnv) -> Non
                 "sleep 1",
                 iteration(3),
                 "sleep 2",
+                iteration(10),  # the run's total: exit 0 there is completion
                 'echo "done"',
                 "",
             ]
