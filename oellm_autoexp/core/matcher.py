@@ -1,0 +1,365 @@
+"""Which lines of a block can give a signal, found in bulk, in C. No I/O.
+
+core/classify.py matches a line against a pattern only when the line holds one
+of the pattern's literal keywords. Doing that line by line in Python costs more
+than the upstream tool's whole scan, because a healthy training log is almost
+all iteration lines that hold some keyword (`iteration`, `nan` in `number of nan
+iterations:`). This module finds the candidate lines of a whole block instead:
+
+- Rare keywords (most of them: `CUDA out of memory`, `NCCL WARN`): one
+  multi-literal pass over the block, an Aho-Corasick automaton
+  (`ahocorasick_rs`, the optional `fast` extra) or, without it, one regex
+  alternation; every line holding one is a candidate.
+- Frequent keywords (more than 1 line in `FREQUENT_EVERY`, and at least
+  `FREQUENT_MIN` lines, in some block of this log): the scan leaves them out.
+  Each pattern they admit is searched over the whole block text with its own
+  regex instead (`MULTILINE`, a leading `\\b` dropped so that `re` can jump
+  to its first literal); a line where it matches is a candidate. That search
+  finds every line the pattern matches line by line (a superset: the text has
+  more context than a line), except for patterns with a negative lookaround or
+  `\\A`/`\\Z`, whose keyword lines are all candidates instead.
+- Progress patterns admitted by a frequent keyword, when the caller collapses
+  progress (the monitor's Classifier): between two candidate lines only the
+  last line that matches is classified (`last_line_with`). A pattern named by
+  another's `after:` is never collapsed.
+
+The caller classifies each candidate line exactly as before (every keyword of
+the line, every pattern it admits), so every non-progress signal, its line
+number, `after:` and fallback rules are unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+import sre_constants as _sc
+import sre_parse as _sp
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
+from operator import itemgetter
+from typing import Any, Protocol
+
+ahocorasick_rs: Any
+try:  # the `fast` extra; without it the same candidates come from one regex
+    import ahocorasick_rs
+except ImportError:  # pragma: no cover - depends on the environment
+    ahocorasick_rs = None
+
+FREQUENT_EVERY = 32  # a keyword on more than 1 line in 32 of a block is frequent ...
+FREQUENT_MIN = 64  # ... and on at least this many (small blocks never collapse)
+
+
+@dataclass(frozen=True)
+class EntrySpec:
+    """What the finder needs to know about one pattern."""
+
+    keywords: tuple[str, ...]  # lower-case when ignore_case
+    ignore_case: bool
+    regex: str
+    collapsible: bool  # a progress pattern no `after:` names
+
+
+class _Scanner(Protocol):
+    def find(self, text: str) -> tuple[str | bytes, list[tuple[int, int]]]:
+        """(the haystack searched, [(word index, offset in it)])"""
+
+
+# Non-ASCII characters that re's IGNORECASE matches to an ASCII letter (found by trying every
+# code point): lower-casing the ASCII bytes alone would miss them.
+_CASE_ODDITIES = re.compile("[\u0130\u0131\u017f\u212a]")
+
+
+class _AhoCorasickScanner:
+    """ahocorasick_rs over the UTF-8 bytes (its str mode converts every offset: slower).
+
+    Case-insensitive words (lower-case) are searched in the bytes lower-cased (ASCII only).
+    """
+
+    def __init__(self, words: Sequence[str], ignore_case: bool) -> None:
+        assert ahocorasick_rs is not None
+        self._automaton = ahocorasick_rs.BytesAhoCorasick([w.encode() for w in words])
+        self._ignore_case = ignore_case
+        self._fallback = _RegexScanner(words, ignore_case) if ignore_case else None
+
+    def find(self, text: str) -> tuple[str | bytes, list[tuple[int, int]]]:
+        if self._fallback is not None and not text.isascii() and _CASE_ODDITIES.search(text):
+            return self._fallback.find(text)
+        data = text.encode()
+        if self._ignore_case:
+            data = data.lower()
+        hits = self._automaton.find_matches_as_indexes(data, overlapping=True)
+        return data, [(word, start) for word, start, _end in hits]
+
+
+class _RegexScanner:
+    """Pure Python fallback: a lookahead alternation reports a word at every position it starts."""
+
+    def __init__(self, words: Sequence[str], ignore_case: bool) -> None:
+        ordered = sorted(range(len(words)), key=lambda i: -len(words[i]))
+        self._words = {words[i]: i for i in ordered}
+        alternation = "|".join(re.escape(words[i]) for i in ordered)
+        self._regex = re.compile(f"(?=({alternation}))", re.IGNORECASE if ignore_case else 0)
+        self._ignore_case = ignore_case
+
+    def find(self, text: str) -> tuple[str | bytes, list[tuple[int, int]]]:
+        # At one position only the longest word is reported; a shorter one there is inside it,
+        # so the line is a candidate anyway.
+        word = self._word_ignoring_case if self._ignore_case else self._words.__getitem__
+        return text, [(word(m.group(1)), m.start()) for m in self._regex.finditer(text)]
+
+    def _word_ignoring_case(self, found: str) -> int:
+        index = self._words.get(found.lower())
+        if index is None:  # a case oddity (a long s for `s`): ask re which word it is
+            index = next(i for w, i in self._words.items() if re.fullmatch(re.escape(w), found, re.I))
+        return index
+
+
+def engine_name() -> str:
+    """The multi-literal engine in use: `ahocorasick_rs` or `re`."""
+    return "re" if ahocorasick_rs is None or _FORCE_RE else "ahocorasick_rs"
+
+
+_FORCE_RE = False  # tests and the benchmark compare both engines
+
+
+def set_engine(name: str) -> None:
+    """Pick the engine (`ahocorasick_rs` or `re`); for tests and benchmarks."""
+    global _FORCE_RE
+    if name == "ahocorasick_rs" and ahocorasick_rs is None:
+        raise ValueError("ahocorasick_rs is not installed (pip install 'oellm-autoexp[fast]')")
+    _FORCE_RE = name == "re"
+
+
+def _scanner(words: Sequence[str], ignore_case: bool) -> _Scanner | None:
+    if not words:
+        return None
+    if engine_name() == "ahocorasick_rs":
+        return _AhoCorasickScanner(words, ignore_case)
+    return _RegexScanner(words, ignore_case)
+
+
+# --------------------------------------------------------------------------- bulk regexes
+
+
+def _bulk_safe(items: Any) -> bool:
+    """False when a regex can match a line but not the same characters inside a text."""
+    for op, av in items:
+        if op is _sc.ASSERT_NOT:
+            return False
+        if op is _sc.AT and av in (_sc.AT_BEGINNING_STRING, _sc.AT_END_STRING):
+            return False
+        for sub in _children(op, av):
+            if not _bulk_safe(sub):
+                return False
+    return True
+
+
+def _children(op: Any, av: Any) -> list[Any]:
+    if op is _sc.SUBPATTERN:
+        return [av[3]]
+    if op in (_sc.MAX_REPEAT, _sc.MIN_REPEAT, _sc.POSSESSIVE_REPEAT):
+        return [av[2]]
+    if op is _sc.BRANCH:
+        return list(av[1])
+    if op is _sc.ASSERT:
+        return [av[1]]
+    if op is _sc.GROUPREF_EXISTS:
+        return [b for b in av[1:] if b is not None]
+    if op is _sc.ATOMIC_GROUP:
+        return [av]
+    return []
+
+
+def bulk_regex(regex: str, ignore_case: bool) -> re.Pattern[str] | None:
+    """`regex` for a whole text (MULTILINE, a leading `\\b` dropped), or None if unsafe."""
+    flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
+    try:
+        if not _bulk_safe(_sp.parse(regex, flags)):
+            return None
+    except re.error:
+        return None
+    body = regex
+    while body.startswith("\\b"):
+        # Dropping a leading `\b` only widens the matches; it lets `re` jump to the pattern's
+        # first literal instead of trying the assertion at every position. (A leading `^` stays:
+        # under MULTILINE it fails fast everywhere but at a line start.)
+        body = body[2:]
+    return re.compile(body, flags)
+
+
+# --------------------------------------------------------------------------- plan and state
+
+
+@dataclass
+class _Plan:
+    """The pattern set prepared for one set of frequent keywords."""
+
+    scanner: tuple[_Scanner | None, _Scanner | None]  # rare sensitive, rare insensitive words
+    words: tuple[tuple[str, ...], tuple[str, ...]]
+    bulk: tuple[re.Pattern[str], ...]  # heavy patterns that can be searched in bulk
+    per_word: tuple[tuple[str, bool], ...]  # frequent words whose lines are all candidates
+    collapse: tuple[tuple[str, bool], ...]  # frequent words of collapsible progress patterns
+
+
+@dataclass
+class Prepared:
+    """A pattern set's specs; plans are cached per set of frequent words (shared by all logs)."""
+
+    specs: tuple[EntrySpec, ...]
+    plans: dict[tuple[frozenset[tuple[str, bool]], bool], _Plan] = field(default_factory=dict)
+    bulk: dict[int, re.Pattern[str] | None] = field(default_factory=dict)
+
+    def plan(self, frequent: frozenset[tuple[str, bool]], collapse: bool) -> _Plan:
+        key = (frequent, collapse)
+        if key not in self.plans:
+            self.plans[key] = self._build(frequent, collapse)
+        return self.plans[key]
+
+    def _build(self, frequent: frozenset[tuple[str, bool]], collapse: bool) -> _Plan:
+        rare = [sorted({k for s in self.specs if s.ignore_case == case for k in s.keywords
+                        if (k, case) not in frequent}) for case in (False, True)]  # fmt: skip
+        bulk: list[re.Pattern[str]] = []
+        per_word: set[tuple[str, bool]] = set()
+        collapsed: set[tuple[str, bool]] = set()
+        for i, spec in enumerate(self.specs):
+            hot = [(k, spec.ignore_case) for k in spec.keywords if (k, spec.ignore_case) in frequent]
+            if not hot:
+                continue
+            if collapse and spec.collapsible:
+                collapsed.update(hot)
+                continue
+            if i not in self.bulk:
+                self.bulk[i] = bulk_regex(spec.regex, spec.ignore_case)
+            regex = self.bulk[i]
+            if regex is None:
+                per_word.update(hot)
+            else:
+                bulk.append(regex)
+        return _Plan(
+            scanner=(_scanner(rare[0], False), _scanner(rare[1], True)),
+            words=(tuple(rare[0]), tuple(rare[1])),
+            bulk=tuple(bulk),
+            per_word=tuple(sorted(per_word)),
+            collapse=tuple(sorted(collapsed)),
+        )
+
+
+@dataclass
+class Block:
+    """One block's text and what the finder found in it."""
+
+    text: str  # the lines, each ended by a newline
+    candidates: list[tuple[int, int]]  # (line index, its start offset), ascending
+    collapse: tuple[tuple[str, bool], ...]  # words to look for between candidates
+
+
+class CandidateFinder:
+    """Candidate lines of the blocks of one log; learns which keywords are frequent in it."""
+
+    def __init__(self, prepared: Prepared, *, collapse_progress: bool) -> None:
+        self._prepared = prepared
+        self._collapse = collapse_progress
+        self.frequent: frozenset[tuple[str, bool]] = frozenset()
+
+    def scan(self, lines: Sequence[str]) -> Block:
+        """The candidate lines of `lines` (newlines stripped)."""
+        text = "\n".join(lines) + "\n"
+        plan = self._prepared.plan(self.frequent, self._collapse)
+        hits = _rare_hits(plan, text)
+        newly = _frequent_words(plan, hits, len(lines))
+        if newly:
+            self.frequent = self.frequent | newly
+            plan = self._prepared.plan(self.frequent, self._collapse)
+            hits = _rare_hits(plan, text)
+        found = {line for _case, _word, line in hits}
+        found.update(_lines_of(text, _bulk_offsets(plan, text)))
+        found.update(_lines_of(text, _word_offsets(plan, text)))
+        found.discard(len(lines))  # an empty match at the very end
+        starts = list(accumulate(map(len, lines), initial=0))
+        candidates = [(i, starts[i] + i) for i in sorted(found)]
+        return Block(text, candidates, plan.collapse)
+
+
+def _rare_hits(plan: _Plan, text: str) -> list[tuple[bool, int, int]]:
+    """(ignore_case, word index, line index) of every rare keyword in the text."""
+    hits = []
+    for case, scanner in ((False, plan.scanner[0]), (True, plan.scanner[1])):
+        if scanner is not None:
+            haystack, found = scanner.find(text)
+            hits += [(case, word, line) for word, line in _word_lines(haystack, found)]
+    return hits
+
+
+def _word_lines(haystack: str | bytes, found: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(word, line index) for (word, offset) pairs, counting newlines in the haystack."""
+    found.sort(key=itemgetter(1))
+    offsets = [off for _word, off in found]
+    return list(zip([word for word, _off in found], _lines_of(haystack, offsets), strict=True))
+
+
+def _lines_of(haystack: str | bytes, offsets: list[int]) -> list[int]:
+    """The line index of each offset (ascending offsets)."""
+    newline: Any = "\n" if isinstance(haystack, str) else b"\n"
+    lines, line, prev = [], 0, 0
+    for off in offsets:
+        line += haystack.count(newline, prev, off)
+        prev = off
+        lines.append(line)
+    return lines
+
+
+def _frequent_words(
+    plan: _Plan, hits: list[tuple[bool, int, int]], n_lines: int
+) -> frozenset[tuple[str, bool]]:
+    threshold = max(FREQUENT_MIN, n_lines // FREQUENT_EVERY)
+    if len(hits) <= threshold:
+        return frozenset()
+    counts = Counter((case, word) for case, word, _off in hits)
+    return frozenset((plan.words[case][word], case) for (case, word), n in counts.items() if n > threshold)
+
+
+def _bulk_offsets(plan: _Plan, text: str) -> list[int]:
+    found: list[int] = []
+    for regex in plan.bulk:
+        match = regex.search(text)
+        while match is not None:
+            found.append(match.start())
+            # One hit makes its line a candidate: go on at the next line.
+            end = text.find("\n", match.start())
+            if end < 0:
+                break
+            match = regex.search(text, end + 1)
+    return sorted(found)
+
+
+def _word_offsets(plan: _Plan, text: str) -> list[int]:
+    found: list[int] = []
+    for word, case in plan.per_word:
+        if case:  # lower() may change lengths outside ASCII: offsets must be the text's
+            found += [m.start() for m in re.finditer(re.escape(word), text, re.IGNORECASE)]
+            continue
+        pos = text.find(word)
+        while pos >= 0:
+            found.append(pos)
+            pos = text.find(word, pos + 1)
+    return sorted(found)
+
+
+def last_line_with(block: Block, lo: tuple[int, int], hi: tuple[int, int]) -> tuple[int, int] | None:
+    """The last line in [lo, hi) holding a collapse word, as (line, its start offset).
+
+    `lo` and `hi` are (line index, start offset) pairs; None when no line holds one.
+    """
+    best = -1
+    for word, case in block.collapse:
+        if case:  # offsets must be the text's (see _word_offsets)
+            found = [m.start() for m in re.finditer(re.escape(word), block.text[lo[1] : hi[1]], re.I)]
+            pos = lo[1] + found[-1] if found else -1
+        else:
+            pos = block.text.rfind(word, lo[1], hi[1])
+        best = max(best, pos)
+    if best < 0:
+        return None
+    start = max(block.text.rfind("\n", lo[1], best) + 1, lo[1])
+    return hi[0] - block.text.count("\n", start, hi[1]), start
