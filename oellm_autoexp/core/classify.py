@@ -252,26 +252,37 @@ def _classify_block(
     source: str | None,
 ) -> list[Signal]:
     """Every signal of a block (newlines stripped); with a finder, progress may be collapsed."""
+    text = "\n".join(block) + "\n"
+    if finder is not None and not index.always and text.count("\n") == len(block):
+        return _classify_text(text, index, finder, start_line_no, last_hit, source)
+    signals: list[Signal] = []  # the line-by-line path (also for "lines" holding a newline)
+    for i in _candidate_indices(block, index):
+        signals.extend(_match_line(block[i], index, start_line_no + i, last_hit, source))
+    return signals
+
+
+def _classify_text(
+    text: str,
+    index: _Index,
+    finder: matcher.CandidateFinder,
+    start_line_no: int,
+    last_hit: dict[str, int],
+    source: str | None,
+) -> list[Signal]:
+    """Every signal of `text` (lines, each ended by a newline), candidate lines found in bulk."""
+    found = finder.scan(text)
     signals: list[Signal] = []
-    if finder is None or index.always:
-        for i in _candidate_indices(block, index):
-            signals.extend(_match_line(block[i], index, start_line_no + i, last_hit, source))
-        return signals
-    found = finder.scan(block)
     lo = (0, 0)  # the first line (index, start offset) after the last candidate
-    for i, start in [*found.candidates, (len(block), len(found.text))]:
+    for i, start in [*found.candidates, (found.n_lines, len(text))]:
         if found.collapse and i > lo[0]:
-            signals.extend(
-                _last_progress(block, index, found, lo, (i, start), start_line_no, last_hit, source)
-            )
-        if i < len(block):
-            signals.extend(_match_line(block[i], index, start_line_no + i, last_hit, source))
-            lo = (i + 1, found.text.index("\n", start) + 1)
+            signals.extend(_last_progress(index, found, lo, (i, start), start_line_no, last_hit, source))
+        if start < len(text):
+            signals.extend(_match_line(found.line(start), index, start_line_no + i, last_hit, source))
+            lo = (i + 1, text.index("\n", start) + 1)
     return signals
 
 
 def _last_progress(
-    block: Sequence[str],
     index: _Index,
     found: matcher.Block,
     lo: tuple[int, int],
@@ -282,8 +293,8 @@ def _last_progress(
 ) -> list[Signal]:
     """The signals of the last line in [lo, hi) that gives any: only progress can be there."""
     while (line := matcher.last_line_with(found, lo, hi)) is not None:
-        i, _start = line
-        signals = _match_line(block[i], index, start_line_no + i, last_hit, source)
+        i, start = line
+        signals = _match_line(found.line(start), index, start_line_no + i, last_hit, source)
         if signals:
             return signals
         hi = line
@@ -414,9 +425,18 @@ class Classifier:
     def feed_text(self, chunk: str) -> list[Signal]:
         """Classify a chunk of text; a trailing partial line waits for the next chunk."""
         text = self._partial + chunk
-        lines = text.split("\n")
-        self._partial = lines.pop()
-        return self.feed(lines)
+        cut = text.rfind("\n") + 1
+        complete, self._partial = text[:cut], text[cut:]
+        if self._finder is None or self._index.always or "\r" in complete:
+            return self.feed(complete.split("\n")[:-1])
+        # The text as it is: no split into lines and join again (a third of the time on 4 MB).
+        new = _classify_text(
+            complete, self._index, self._finder, self.lines_seen + 1, self._last_hit, self._source
+        )
+        self.lines_seen += complete.count("\n")
+        for signal in new:
+            self._keep(signal)
+        return new
 
     def flush(self) -> list[Signal]:
         """Classify a pending partial line (at the end of a log)."""

@@ -8,8 +8,8 @@ iterations:`). This module finds the candidate lines of a whole block instead:
 
 - Rare keywords (most of them: `CUDA out of memory`, `NCCL WARN`): one
   multi-literal pass over the block, an Aho-Corasick automaton
-  (`ahocorasick_rs`, the optional `fast` extra) or, without it, one regex
-  alternation; every line holding one is a candidate.
+  (`ahocorasick_rs`, the optional `fast` extra) or, without it, `str.find`
+  per keyword; every line holding one is a candidate.
 - Frequent keywords (more than 1 line in `FREQUENT_EVERY`, and at least
   `FREQUENT_MIN` lines, in some block of this log): the scan leaves them out.
   Each pattern they admit is searched over the whole block text with its own
@@ -36,18 +36,20 @@ import sre_parse as _sp
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
 from operator import itemgetter
 from typing import Any, Protocol
 
+from oellm_autoexp.core.signals import required_literals
+
 ahocorasick_rs: Any
-try:  # the `fast` extra; without it the same candidates come from one regex
+try:  # the `fast` extra; without it the same candidates come from str.find
     import ahocorasick_rs
 except ImportError:  # pragma: no cover - depends on the environment
     ahocorasick_rs = None
 
 FREQUENT_EVERY = 32  # a keyword on more than 1 line in 32 of a block is frequent ...
 FREQUENT_MIN = 64  # ... and on at least this many (small blocks never collapse)
+SAMPLE_CHARS = 1 << 16  # a log's first block: frequent words are learnt from its start first
 
 
 @dataclass(frozen=True)
@@ -65,70 +67,69 @@ class _Scanner(Protocol):
         """(the haystack searched, [(word index, offset in it)])"""
 
 
-# Non-ASCII characters that re's IGNORECASE matches to an ASCII letter (found by trying every
-# code point): lower-casing the ASCII bytes alone would miss them.
-_CASE_ODDITIES = re.compile("[\u0130\u0131\u017f\u212a]")
+# Non-ASCII characters whose lower case is an ASCII letter (KELVIN SIGN, and the `i` that
+# LATIN CAPITAL I WITH DOT ABOVE lowers to): lower-casing only the ASCII bytes would miss them.
+_CASE_ODDITIES = re.compile("[\u0130\u212a]")
 
 
 class _AhoCorasickScanner:
-    """ahocorasick_rs over the UTF-8 bytes (its str mode converts every offset: slower).
+    """ahocorasick_rs (DFA: the fastest here) over the UTF-8 bytes; its str mode converts offsets.
 
-    Case-insensitive words (lower-case) are searched in the bytes lower-cased (ASCII only).
+    Case-insensitive words (lower-case) are searched in the lower-cased text, as the
+    line-by-line path tests them (`keyword in line.lower()`).
     """
 
     def __init__(self, words: Sequence[str], ignore_case: bool) -> None:
         assert ahocorasick_rs is not None
-        self._automaton = ahocorasick_rs.BytesAhoCorasick([w.encode() for w in words])
+        self._automaton = ahocorasick_rs.BytesAhoCorasick(
+            [w.encode() for w in words], implementation=ahocorasick_rs.Implementation.DFA
+        )
         self._ignore_case = ignore_case
-        self._fallback = _RegexScanner(words, ignore_case) if ignore_case else None
+        self._ascii_words = all(w.isascii() for w in words)
 
     def find(self, text: str) -> tuple[str | bytes, list[tuple[int, int]]]:
-        if self._fallback is not None and not text.isascii() and _CASE_ODDITIES.search(text):
-            return self._fallback.find(text)
-        data = text.encode()
-        if self._ignore_case:
-            data = data.lower()
+        if not self._ignore_case:
+            data = text.encode()
+        elif self._ascii_words and (text.isascii() or not _CASE_ODDITIES.search(text)):
+            data = text.encode().lower()  # ASCII only, and much faster than str.lower()
+        else:
+            data = text.lower().encode()
         hits = self._automaton.find_matches_as_indexes(data, overlapping=True)
         return data, [(word, start) for word, start, _end in hits]
 
 
-class _RegexScanner:
-    """Pure Python fallback: a lookahead alternation reports a word at every position it starts."""
+class _FindScanner:
+    """Pure Python fallback: `str.find` per word (C, one pass each; far faster than one regex)."""
 
     def __init__(self, words: Sequence[str], ignore_case: bool) -> None:
-        ordered = sorted(range(len(words)), key=lambda i: -len(words[i]))
-        self._words = {words[i]: i for i in ordered}
-        alternation = "|".join(re.escape(words[i]) for i in ordered)
-        self._regex = re.compile(f"(?=({alternation}))", re.IGNORECASE if ignore_case else 0)
+        self._words = list(words)
         self._ignore_case = ignore_case
 
     def find(self, text: str) -> tuple[str | bytes, list[tuple[int, int]]]:
-        # At one position only the longest word is reported; a shorter one there is inside it,
-        # so the line is a candidate anyway.
-        word = self._word_ignoring_case if self._ignore_case else self._words.__getitem__
-        return text, [(word(m.group(1)), m.start()) for m in self._regex.finditer(text)]
-
-    def _word_ignoring_case(self, found: str) -> int:
-        index = self._words.get(found.lower())
-        if index is None:  # a case oddity (a long s for `s`): ask re which word it is
-            index = next(i for w, i in self._words.items() if re.fullmatch(re.escape(w), found, re.I))
-        return index
+        haystack = text.lower() if self._ignore_case else text
+        hits = []
+        for index, word in enumerate(self._words):
+            pos = haystack.find(word)
+            while pos >= 0:
+                hits.append((index, pos))
+                pos = haystack.find(word, pos + 1)
+        return haystack, hits
 
 
 def engine_name() -> str:
-    """The multi-literal engine in use: `ahocorasick_rs` or `re`."""
-    return "re" if ahocorasick_rs is None or _FORCE_RE else "ahocorasick_rs"
+    """The multi-literal engine in use: `ahocorasick_rs` or `python` (str.find)."""
+    return "python" if ahocorasick_rs is None or _FORCE_PYTHON else "ahocorasick_rs"
 
 
-_FORCE_RE = False  # tests and the benchmark compare both engines
+_FORCE_PYTHON = False  # tests and the benchmark compare both engines
 
 
 def set_engine(name: str) -> None:
-    """Pick the engine (`ahocorasick_rs` or `re`); for tests and benchmarks."""
-    global _FORCE_RE
+    """Pick the engine (`ahocorasick_rs` or `python`); for tests and benchmarks."""
+    global _FORCE_PYTHON
     if name == "ahocorasick_rs" and ahocorasick_rs is None:
         raise ValueError("ahocorasick_rs is not installed (pip install 'oellm-autoexp[fast]')")
-    _FORCE_RE = name == "re"
+    _FORCE_PYTHON = name == "python"
 
 
 def _scanner(words: Sequence[str], ignore_case: bool) -> _Scanner | None:
@@ -136,7 +137,7 @@ def _scanner(words: Sequence[str], ignore_case: bool) -> _Scanner | None:
         return None
     if engine_name() == "ahocorasick_rs":
         return _AhoCorasickScanner(words, ignore_case)
-    return _RegexScanner(words, ignore_case)
+    return _FindScanner(words, ignore_case)
 
 
 # --------------------------------------------------------------------------- bulk regexes
@@ -173,19 +174,71 @@ def _children(op: Any, av: Any) -> list[Any]:
 
 def bulk_regex(regex: str, ignore_case: bool) -> re.Pattern[str] | None:
     """`regex` for a whole text (MULTILINE, a leading `\\b` dropped), or None if unsafe."""
+    found = bulk_regexes(regex, ignore_case)
+    return None if found is None else re.compile("|".join(r.pattern for r in found), found[0].flags)
+
+
+def bulk_regexes(regex: str, ignore_case: bool) -> tuple[re.Pattern[str], ...] | None:
+    """`regex` for a whole text, one regex per top-level branch; None if unsafe.
+
+    Each is searched on its own: a branch that starts with a literal is found by `re`'s
+    literal search, an alternation of them is tried at every position.
+    """
     flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
     try:
         if not _bulk_safe(_sp.parse(regex, flags)):
             return None
     except re.error:
         return None
-    body = regex
-    while body.startswith("\\b"):
-        # Dropping a leading `\b` only widens the matches; it lets `re` jump to the pattern's
-        # first literal instead of trying the assertion at every position. (A leading `^` stays:
-        # under MULTILINE it fails fast everywhere but at a line start.)
-        body = body[2:]
-    return re.compile(body, flags)
+    branches = [regex] if re.match(r"\(\?[aiLmsux]+\)", regex) else _top_level_branches(regex)
+    compiled = []
+    for branch in branches:
+        while branch.startswith("\\b"):
+            # Dropping a leading `\b` only widens the matches; it lets `re` jump to the first
+            # literal. (A leading `^` stays: under MULTILINE it fails fast but at a line start.)
+            branch = branch[2:]
+        try:
+            compiled.append(re.compile(branch, flags))
+        except re.error:  # a split this scanner got wrong: search the whole regex instead
+            return (re.compile(regex, flags),)
+    return tuple(compiled)
+
+
+def _top_level_branches(regex: str) -> list[str]:
+    """`a|b(c|d)|e` -> [`a`, `b(c|d)`, `e`]: splits at `|` outside groups and classes."""
+    branches, depth, start, i, in_class = [], 0, 0, 0, False
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            if regex[i + 1 : i + 2] == "^":
+                i += 1
+            if regex[i + 1 : i + 2] == "]":
+                i += 1  # a `]` first in a class is a literal
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            branches.append(regex[start:i])
+            start = i + 1
+        i += 1
+    branches.append(regex[start:])
+    return branches
+
+
+def _found_by_scan(branch: str, ignore_case: bool, rare: list[list[str]]) -> bool:
+    """True when every match of `branch` holds a rare keyword: the scan finds its lines already."""
+    literals = required_literals(branch, ignore_case)
+    words = rare[1] if ignore_case else rare[0]
+    if ignore_case:
+        literals = [w.lower() for w in literals]
+    return bool(literals) and all(any(w in literal for w in words) for literal in literals)
 
 
 # --------------------------------------------------------------------------- plan and state
@@ -207,11 +260,11 @@ class Prepared:
     """A pattern set's specs; plans are cached per set of frequent words (shared by all logs)."""
 
     specs: tuple[EntrySpec, ...]
-    plans: dict[tuple[frozenset[tuple[str, bool]], bool], _Plan] = field(default_factory=dict)
-    bulk: dict[int, re.Pattern[str] | None] = field(default_factory=dict)
+    plans: dict[tuple[frozenset[tuple[str, bool]], bool, str], _Plan] = field(default_factory=dict)
+    bulk: dict[int, tuple[re.Pattern[str], ...] | None] = field(default_factory=dict)
 
     def plan(self, frequent: frozenset[tuple[str, bool]], collapse: bool) -> _Plan:
-        key = (frequent, collapse)
+        key = (frequent, collapse, engine_name())
         if key not in self.plans:
             self.plans[key] = self._build(frequent, collapse)
         return self.plans[key]
@@ -230,12 +283,12 @@ class Prepared:
                 collapsed.update(hot)
                 continue
             if i not in self.bulk:
-                self.bulk[i] = bulk_regex(spec.regex, spec.ignore_case)
-            regex = self.bulk[i]
-            if regex is None:
+                self.bulk[i] = bulk_regexes(spec.regex, spec.ignore_case)
+            regexes = self.bulk[i]
+            if regexes is None:
                 per_word.update(hot)
             else:
-                bulk.append(regex)
+                bulk.extend(r for r in regexes if not _found_by_scan(r.pattern, spec.ignore_case, rare))
         return _Plan(
             scanner=(_scanner(rare[0], False), _scanner(rare[1], True)),
             words=(tuple(rare[0]), tuple(rare[1])),
@@ -250,8 +303,13 @@ class Block:
     """One block's text and what the finder found in it."""
 
     text: str  # the lines, each ended by a newline
+    n_lines: int
     candidates: list[tuple[int, int]]  # (line index, its start offset), ascending
     collapse: tuple[tuple[str, bool], ...]  # words to look for between candidates
+
+    def line(self, start: int) -> str:
+        """The line that starts at `start` (without its newline)."""
+        return self.text[start : self.text.index("\n", start)]
 
 
 class CandidateFinder:
@@ -261,41 +319,59 @@ class CandidateFinder:
         self._prepared = prepared
         self._collapse = collapse_progress
         self.frequent: frozenset[tuple[str, bool]] = frozenset()
+        self._sampled = False
 
-    def scan(self, lines: Sequence[str]) -> Block:
-        """The candidate lines of `lines` (newlines stripped)."""
-        text = "\n".join(lines) + "\n"
+    def _learn(self, sample: str) -> None:
+        plan = self._prepared.plan(self.frequent, self._collapse)
+        self.frequent |= _frequent_words(plan, _rare_hits(plan, sample), sample.count("\n"))
+
+    def scan(self, text: str) -> Block:
+        """The candidate lines of `text`: lines, each ended by a newline."""
+        n_lines = text.count("\n")
+        if not self._sampled:
+            # Learn the frequent words from the log's start first: a full scan that reports
+            # every `iteration` costs several times a scan without them.
+            self._sampled = True
+            self._learn(text[:SAMPLE_CHARS])
         plan = self._prepared.plan(self.frequent, self._collapse)
         hits = _rare_hits(plan, text)
-        newly = _frequent_words(plan, hits, len(lines))
+        newly = _frequent_words(plan, hits, n_lines)
         if newly:
             self.frequent = self.frequent | newly
             plan = self._prepared.plan(self.frequent, self._collapse)
             hits = _rare_hits(plan, text)
-        found = {line for _case, _word, line in hits}
-        found.update(_lines_of(text, _bulk_offsets(plan, text)))
-        found.update(_lines_of(text, _word_offsets(plan, text)))
-        found.discard(len(lines))  # an empty match at the very end
-        starts = list(accumulate(map(len, lines), initial=0))
-        candidates = [(i, starts[i] + i) for i in sorted(found)]
-        return Block(text, candidates, plan.collapse)
+        found = {line: off for _case, _word, line, off in hits}
+        for offsets in (_bulk_offsets(plan, text), _word_offsets(plan, text)):
+            found.update(zip(_lines_of(text, offsets), offsets, strict=True))
+        found.pop(n_lines, None)  # an empty match at the very end
+        return Block(text, n_lines, _with_starts(text, found), plan.collapse)
 
 
-def _rare_hits(plan: _Plan, text: str) -> list[tuple[bool, int, int]]:
-    """(ignore_case, word index, line index) of every rare keyword in the text."""
+def _with_starts(text: str, found: dict[int, int]) -> list[tuple[int, int]]:
+    """(line, its start offset), ascending, from {line: an offset in some haystack of the text}."""
+    if text.isascii():  # every haystack (bytes, lower-cased) has the text's offsets
+        return [(line, text.rfind("\n", 0, found[line]) + 1) for line in sorted(found)]
+    starts, line, pos = [], 0, 0
+    index = text.index
+    for target in sorted(found):  # walk the newlines once
+        while line < target:
+            pos = index("\n", pos) + 1
+            line += 1
+        starts.append((target, pos))
+    return starts
+
+
+def _rare_hits(plan: _Plan, text: str) -> list[tuple[bool, int, int, int]]:
+    """(ignore_case, word index, line index, offset in its haystack) of every rare keyword."""
     hits = []
     for case, scanner in ((False, plan.scanner[0]), (True, plan.scanner[1])):
         if scanner is not None:
             haystack, found = scanner.find(text)
-            hits += [(case, word, line) for word, line in _word_lines(haystack, found)]
+            found.sort(key=itemgetter(1))
+            offsets = [off for _word, off in found]
+            lines = _lines_of(haystack, offsets)
+            hits += [(case, word, line, off) for (word, off), line in zip(found, lines, strict=True)]
     return hits
-
-
-def _word_lines(haystack: str | bytes, found: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """(word, line index) for (word, offset) pairs, counting newlines in the haystack."""
-    found.sort(key=itemgetter(1))
-    offsets = [off for _word, off in found]
-    return list(zip([word for word, _off in found], _lines_of(haystack, offsets), strict=True))
 
 
 def _lines_of(haystack: str | bytes, offsets: list[int]) -> list[int]:
@@ -310,12 +386,12 @@ def _lines_of(haystack: str | bytes, offsets: list[int]) -> list[int]:
 
 
 def _frequent_words(
-    plan: _Plan, hits: list[tuple[bool, int, int]], n_lines: int
+    plan: _Plan, hits: list[tuple[bool, int, int, int]], n_lines: int
 ) -> frozenset[tuple[str, bool]]:
     threshold = max(FREQUENT_MIN, n_lines // FREQUENT_EVERY)
     if len(hits) <= threshold:
         return frozenset()
-    counts = Counter((case, word) for case, word, _off in hits)
+    counts = Counter((case, word) for case, word, _line, _off in hits)
     return frozenset((plan.words[case][word], case) for (case, word), n in counts.items() if n > threshold)
 
 

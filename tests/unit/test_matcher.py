@@ -17,7 +17,7 @@ from oellm_autoexp.core.signals import PatternSet
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logs"
 SETS = {name: load_patterns([name]) for name in ("megatron_production", "torch_ddp")}  # base is in both
 BLOCK = 500  # lines per feed: the big GPU logs take many blocks
-ENGINES = ["re"] + (["ahocorasick_rs"] if matcher.ahocorasick_rs is not None else [])
+ENGINES = ["python"] + (["ahocorasick_rs"] if matcher.ahocorasick_rs is not None else [])
 ITERATION = (
     " [2026-11-23 04:00:{s:02d}] iteration {it:>8}/  500000 | consumed samples: {samples:>10} | "
     "elapsed time per iteration (ms): 1480.2 | learning rate: 2.9E-04 | global batch size:  1024 | "
@@ -30,7 +30,7 @@ ITERATION = (
 def engine(request: pytest.FixtureRequest) -> Iterator[str]:
     matcher.set_engine(request.param)
     yield request.param
-    matcher.set_engine("ahocorasick_rs" if matcher.ahocorasick_rs is not None else "re")
+    matcher.set_engine("ahocorasick_rs" if matcher.ahocorasick_rs is not None else "python")
 
 
 def _outcome(lines: list[str], patterns: PatternSet, *, fast: bool, block: int) -> tuple:
@@ -171,3 +171,28 @@ def test_bulk_regex_drops_a_leading_boundary_and_finds_every_matching_line() -> 
     text = "\n".join(lines)
     hits = {text.count("\n", 0, m.start()) for m in bulk.finditer(text)}
     assert {i for i, line in enumerate(lines) if re.search(regex, line)} <= hits
+
+
+def test_text_chunks_give_what_lines_give(engine: str) -> None:
+    """Raw text cut anywhere (mid-line, mid-character, with CRLF) gives the signals its lines give."""
+    crlf = [line + "\r" for line in _synthetic()[:300]]
+    logs = [_synthetic(), crlf, *(_lines(p) for p in _fixture_logs() if "gpu" in p.parts[-2])]
+    for lines in logs:
+        for patterns in SETS.values():
+            by_lines = Classifier(patterns, max_signals=10**9)
+            for start in range(0, len(lines), BLOCK):
+                by_lines.feed(lines[start : start + BLOCK])
+            text = "\n".join(lines) + "\n"
+            by_text = Classifier(patterns, max_signals=10**9)
+            got = [
+                s
+                for start in range(0, len(text), 40_001)
+                for s in by_text.feed_text(text[start : start + 40_001])
+            ]
+            reference = _outcome(lines, patterns, fast=False, block=len(lines) or 1)
+            assert [(s.line_no, s.pattern) for s in by_text.signals] == [(x[0], x[1]) for x in reference[0]]
+            assert by_text.last_iteration == by_lines.last_iteration == reference[2]
+            assert {(s.line_no, s.pattern) for s in got if s.role == "progress"} <= {
+                (x[0], x[1]) for x in reference[3]
+            }
+            assert by_text.lines_seen == len(lines)
