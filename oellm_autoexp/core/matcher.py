@@ -148,7 +148,9 @@ def _bulk_safe(items: Any) -> bool:
     for op, av in items:
         if op is _sc.ASSERT_NOT:
             return False
-        if op is _sc.AT and av in (_sc.AT_BEGINNING_STRING, _sc.AT_END_STRING):
+        # `^` too: a pattern may run on the line without its launcher prefix (`[rank3]: `), so
+        # its `^` can match where the text has no line start. A leading one is dropped first.
+        if op is _sc.AT and av in (_sc.AT_BEGINNING_STRING, _sc.AT_END_STRING, _sc.AT_BEGINNING):
             return False
         for sub in _children(op, av):
             if not _bulk_safe(sub):
@@ -185,22 +187,19 @@ def bulk_regexes(regex: str, ignore_case: bool) -> tuple[re.Pattern[str], ...] |
     literal search, an alternation of them is tried at every position.
     """
     flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
-    try:
-        if not _bulk_safe(_sp.parse(regex, flags)):
-            return None
-    except re.error:
-        return None
     branches = [regex] if re.match(r"\(\?[aiLmsux]+\)", regex) else _top_level_branches(regex)
     compiled = []
     for branch in branches:
-        while branch.startswith("\\b"):
-            # Dropping a leading `\b` only widens the matches; it lets `re` jump to the first
-            # literal. (A leading `^` stays: under MULTILINE it fails fast but at a line start.)
-            branch = branch[2:]
+        while branch.startswith(("\\b", "^")):
+            # Dropping a leading `\b` or `^` only widens the matches; without `\b` `re` can jump
+            # to the first literal.
+            branch = branch[1:] if branch[0] == "^" else branch[2:]
         try:
+            if not _bulk_safe(_sp.parse(branch, flags)):
+                return None
             compiled.append(re.compile(branch, flags))
-        except re.error:  # a split this scanner got wrong: search the whole regex instead
-            return (re.compile(regex, flags),)
+        except re.error:  # a split this scanner got wrong
+            return None
     return tuple(compiled)
 
 
