@@ -158,10 +158,62 @@ def same_as_reference(ours: dict[str, Any], ref: dict[str, Any]) -> bool:
             and set(ours["progress"]) <= set(ref["progress"]))  # fmt: skip
 
 
+# --------------------------------------------------------------------------- engines
+
+
+def engines(chunk: str, patterns: Any) -> dict[str, dict[str, float]]:
+    """Finding the rare keywords of one 4 MB chunk of the healthy log, per candidate engine (best of 3).
+
+    The words are those the matcher scans for once `iteration`/`nan` are known frequent.
+    """
+    from oellm_autoexp.core import matcher
+    from oellm_autoexp.core.classify import Classifier
+
+    classifier = Classifier(patterns)
+    classifier.feed_text(chunk)
+    finder = classifier._finder  # the plan it settled on: which words it scans for
+    assert finder is not None
+    words = list(finder._prepared.plan(finder.frequent, True).words[0])
+    data = chunk.encode()
+    candidates: dict[str, Any] = {}
+    import ahocorasick_rs as rs
+
+    dfa = rs.BytesAhoCorasick([w.encode() for w in words], implementation=rs.Implementation.DFA)
+    nfa = rs.BytesAhoCorasick([w.encode() for w in words])
+    candidates["ahocorasick_rs DFA, bytes (chosen)"] = lambda: dfa.find_matches_as_indexes(
+        data, overlapping=True
+    )
+    candidates["ahocorasick_rs default, bytes"] = lambda: nfa.find_matches_as_indexes(data, overlapping=True)
+    try:
+        import ahocorasick
+
+        automaton = ahocorasick.Automaton()
+        for i, w in enumerate(words):
+            automaton.add_word(w, i)
+        automaton.make_automaton()
+        candidates["pyahocorasick, str"] = lambda: list(automaton.iter(chunk))
+    except ImportError:
+        pass
+    alternation = re.compile("|".join(map(re.escape, sorted(words, key=len, reverse=True))))
+    candidates["re alternation, str"] = lambda: alternation.findall(chunk)
+    candidates["str.find per word (the fallback)"] = lambda: matcher._FindScanner(words, False).find(chunk)
+    found: dict[str, dict[str, float]] = {}
+    for name, scan in candidates.items():
+        best = min(_timed(scan) for _ in range(3))
+        found[name] = {"mb_s": round(len(data) / 1e6 / best, 1)}
+    return found
+
+
+def _timed(scan: Any) -> float:
+    t0 = time.perf_counter()
+    scan()
+    return time.perf_counter() - t0
+
+
 # --------------------------------------------------------------------------- the run
 
 
-def spread(values: list[float]) -> dict[str, float]:
+def spread(values: list[float]) -> dict[str, Any]:
     return {"min": round(min(values), 2), "median": round(statistics.median(values), 2),
             "max": round(max(values), 2), "runs": [round(v, 2) for v in values]}  # fmt: skip
 
@@ -214,7 +266,11 @@ def main() -> None:
     load_before = os.getloadavg()
     out(f"classification throughput: {len(patterns.patterns)} patterns (megatron_production) vs upstream's 15; "
         f"load average before {load_before[0]:.2f} (1 min)")  # fmt: skip
-    healthy = measure("healthy", healthy_corpus(target_mb), patterns, rounds, out)
+    healthy_text = healthy_corpus(target_mb)
+    healthy = measure("healthy", healthy_text, patterns, rounds, out)
+    engine_rows = engines(chunks_of(healthy_text)[1], patterns)
+    for name, row in engine_rows.items():
+        out(f"  engine, rare keywords of one 4 MB chunk: {name:<38} {row['mb_s']:8.1f} MB/s")
     dense_text, files = dense_corpus(target_mb)
     dense = measure("dense", dense_text, patterns, max(2, rounds - 2), out)
     load_after = os.getloadavg()
@@ -231,7 +287,7 @@ def main() -> None:
          "patterns": len(patterns.patterns), "upstream_regexes": len(UPSTREAM_REGEXES),
          "engine": f"ahocorasick_rs {getattr(ahocorasick_rs, '__version__', '?')}",
          "load_avg_1min": [round(load_before[0], 2), round(load_after[0], 2)],
-         "healthy": healthy, "dense": dense, "dense_fixtures": files},
+         "healthy": healthy, "dense": dense, "engines": engine_rows, "dense_fixtures": files},
         out.text,
     )  # fmt: skip
 
