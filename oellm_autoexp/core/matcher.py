@@ -231,6 +231,21 @@ def _top_level_branches(regex: str) -> list[str]:
     return branches
 
 
+def _literal_led(regex: re.Pattern[str]) -> bool:
+    """True when `re` can search for the regex's first literal (case-sensitive) instead of trying it everywhere."""
+    if regex.flags & re.IGNORECASE:
+        return False
+    items: Any = _sp.parse(regex.pattern, regex.flags)
+    while len(items):
+        op, av = items[0]
+        if op is _sc.LITERAL:
+            return True
+        if op is not _sc.SUBPATTERN:
+            return False
+        items = av[3]
+    return False
+
+
 def _found_by_scan(branch: str, ignore_case: bool, rare: list[list[str]]) -> bool:
     """True when every match of `branch` holds a rare keyword: the scan finds its lines already."""
     literals = required_literals(branch, ignore_case)
@@ -284,7 +299,9 @@ class Prepared:
             if i not in self.bulk:
                 self.bulk[i] = bulk_regexes(spec.regex, spec.ignore_case)
             regexes = self.bulk[i]
-            if regexes is None:
+            if regexes is None or not all(map(_literal_led, regexes)):
+                # A branch that does not start with a literal is tried at every position of the
+                # text (~2 MB/s): the keyword's lines, one by one, cost less.
                 per_word.update(hot)
             else:
                 bulk.extend(r for r in regexes if not _found_by_scan(r.pattern, spec.ignore_case, rare))
