@@ -64,7 +64,8 @@ def fatal_to_resubmit(d: dict[str, Any]) -> list[str]:
         dec, sub = kind["ours_decided"], kind["ours_resubmitted"]
         base = kind["baseline_resubmitted_s"]
         shown = "never, within the run" if base is None else _s(base, 1)
-        out.append(f"| {kind['label']} the line | {_s(dec.get('p50'))} / {_s(dec.get('p99'))} | "
+        label = kind["label"] + (" the line" if kind["label"].endswith("after") else "")
+        out.append(f"| {label} | {_s(dec.get('p50'))} / {_s(dec.get('p99'))} | "
                    f"{_s(sub.get('p50'))} / {_s(sub.get('p99'))} | {sub['n']} | {shown} |")  # fmt: skip
     return out
 
