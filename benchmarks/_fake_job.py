@@ -7,8 +7,11 @@ three healthy iteration lines, waits BASE_S (hang: waits BASE_S before them), th
 
   nccl-timeout  prints an NCCL watchdog timeout line, then sleeps (the monitor cancels it)
   nccl-exit     prints an NCCL "remote process exited" error, then exits 1
+  nccl-exit-N   the same, exiting N seconds after the error (torch jobs: 30-80 s)
+  nccl-stay     the same error, then the process never exits (survivors blocked in a collective)
   hang          prints nothing more and sleeps (a silent hang)
-  by-trial      a -> nccl-timeout, b -> nccl-exit, h -> hang (first letter of $BENCH_TRIAL)
+  by-trial      a -> nccl-timeout, b -> nccl-exit, c -> nccl-exit-30, d -> nccl-exit-90,
+                s -> nccl-stay, h -> hang (first letter of $BENCH_TRIAL)
 
 The line that matters carries `[bench t=<time.time()>]` taken just before it was written
 (hang: the last healthy line carries it). A second attempt (the replacement the monitor
@@ -23,7 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-BY_LETTER = {"a": "nccl-timeout", "b": "nccl-exit", "h": "hang"}
+BY_LETTER = {"a": "nccl-timeout", "b": "nccl-exit", "c": "nccl-exit-30", "d": "nccl-exit-90",
+             "s": "nccl-stay", "h": "hang"}  # fmt: skip
 SLEEP_AFTER_S = 300.0
 ITERATION = (
     " [{stamp}] iteration {it:>8}/  500000 | consumed samples: {samples:>12} | elapsed time per "
@@ -77,6 +81,10 @@ def main() -> int:
         time.sleep(SLEEP_AFTER_S)
         return 0
     say(NCCL_EXIT, stamped=True)
+    if mode == "nccl-stay":
+        time.sleep(SLEEP_AFTER_S)
+        return 0
+    time.sleep(float(mode.rsplit("-", 1)[1]) if mode[-1].isdigit() else 0.0)
     return 1
 
 

@@ -1,52 +1,81 @@
-"""Slurm calls per poll, time per poll, daemon CPU and RSS with 1,000 live jobs (real localhost Slurm).
+"""1,000 RUNNING jobs on the localhost cluster, logs growing, through the public run loop (goals: <= 2 Slurm
+calls per poll, one core <= 20 % busy, fatal line -> decision p99 < 2 s beyond the settle window).
 
-Setup: 1,000 held jobs (`sbatch --hold --wrap true`, one sbatch each; they never
-run) on the real cluster, registered as live attempts in a fresh SQLite store
-through its API (create_session / add_job / record_intent / confirm_submitted),
-every job with the same real plan (Slurm executor, megatron_production patterns).
-Every held job is scancel'ed at the end, whatever happens.
+Setup: an experiment of N jobs (a sweep over BENCH_TRIAL, Slurm executor, restart policy
+`megatron_transient`), submitted by `start_session` and watched by the real `Monitor.run` in
+a thread, exactly as `autoexp run` does. Each job is a small bash loop (no Python: 1,000
+interpreters would not fit): a Megatron iteration line every LINE_EVERY_S seconds (bash
+builtins only, no fork per line). One job in FATAL_EVERY prints an NCCL "remote process
+exited" error at a random time in the window, stamped `[bench t=...]`, and then nothing
+(survivors blocked): the monitor decides at that line once `fatal_settle_s` passed, cancels,
+and resubmits; the replacement exits 0 at once.
 
-OURS, two levels, P polls each:
-  executor: SlurmExecutor.query(all 1,000 ids): one squeue (and one sacct only for
-            ids squeue does not list; held jobs are listed, so none here).
-  monitor:  the real Monitor's poll path, Monitor._poll(now) (query + observe each
-            attempt + hang checks + the status snapshot), after _load_runtimes and
-            _resume attached the 1,000 attempts. The first poll stores 1,000 state
-            changes (UNKNOWN -> PENDING) and is reported on its own.
-Slurm calls are counted by wrapping run_slurm_command (every sbatch/squeue/sacct/
-scancel of the package goes through it). CPU = this process's user+sys
-(getrusage SELF) and the Slurm clients' (getrusage CHILDREN); RSS = VmRSS / peak.
+Needs enough emulated CPUs for N single-CPU jobs, e.g. for 1,000:
+    SLURM_LOCAL_NODES=4 SLURM_LOCAL_CPUS=256 scripts/slurm_local.sh up   (config_overrides is set)
 
-BASELINE (same run): what a naive supervisor does, one `squeue -j <id>` per job per
-poll, with the same format string. Measured on a subset of 100 jobs and multiplied
-by 10 for 1,000 (stated as extrapolated; the calls are independent and sequential).
+Measured over WINDOW_S once every job is RUNNING (the steady window):
+  Slurm calls per poll: squeue/sacct calls between two polls (the loop's `on_poll` hook),
+     counted by wrapping run_slurm_command; sbatch/scancel (the restarts) counted apart.
+  CPU: this process's user+sys (the monitor, its log tailer and classifier) over the window,
+     as a share of one core; and per poll (median).
+  RSS: VmRSS at the end and VmHWM (peak).
+  Fatal line -> decision: the line's stamp to the monitor's `restart:` line (said after the
+     decision is committed).
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import random
 import resource
+import statistics
 import subprocess
-import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
+import yaml
 from _common import (
+    MonitorRun,
     Report,
+    line_time,
     parse_args,
     require_slurm,
     rss_now_mib,
-    rusage_self,
     save_result,
-    scancel,
+    summary,
+    verdict,
     workdir,
-    write_experiment,
 )
 
 import oellm_autoexp.adapters.slurm_executor as slurm_executor
 
-BASELINE_SUBSET = 100
+LINE_EVERY_S = 5.0
+FATAL_EVERY = 50  # one job in 50 prints a fatal line during the window
+SETTLE_S = 5.0
+GOAL_CALLS, GOAL_CPU_PERCENT, GOAL_P99_S = 2, 20.0, 2.0
+MARKER = "NCCL error"
+# Bash builtins only: printf's %()T for the stamp, $EPOCHREALTIME for the bench stamp, and a
+# read with a timeout on a pipe nobody writes to as the sleep (no fork per line). No `${`: the
+# experiment file would read it as an interpolation.
+JOB = r"""
+[ -e "$AUTOEXP_OUTPUT_DIR/.fired" ] && { echo "replacement attempt: nothing to do"; exit 0; }
+touch "$AUTOEXP_OUTPUT_DIR/.fired"
+exec {sleeper}<> <(:)
+fatal_at=$BENCH_FATAL_AT; i=0; start=$EPOCHSECONDS
+while :; do
+  i=$((i + 1))
+  printf ' [%(%Y-%m-%d %H:%M:%S)T] iteration %8d/  500000 | consumed samples: %12d | elapsed time per iteration (ms): 5000.0 | lm loss: 1.873001E+00 | loss scale: 1.0 | grad norm: 0.412 | number of skipped iterations:   0 | number of nan iterations:   0 |\n' -1 "$i" "$((i * 1024))"
+  if ((fatal_at > 0 && EPOCHSECONDS - start >= fatal_at)); then
+    echo "[rank1]: torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:317, remote process exited or there was a network error, NCCL version 2.21.5 [bench t=$EPOCHREALTIME]"
+    read -rt 3600 -u "$sleeper" || :
+  fi
+  read -rt __EVERY__ -u "$sleeper" || :
+done
+"""
 
 
 class CallCounter:
@@ -55,10 +84,12 @@ class CallCounter:
     def __init__(self) -> None:
         self.calls: dict[str, int] = {}
         self._real = slurm_executor.run_slurm_command
+        self._lock = threading.Lock()
 
     def __enter__(self) -> CallCounter:
         def counted(argv, *args, **kwargs):
-            self.calls[argv[0]] = self.calls.get(argv[0], 0) + 1
+            with self._lock:
+                self.calls[argv[0]] = self.calls.get(argv[0], 0) + 1
             return self._real(argv, *args, **kwargs)
 
         slurm_executor.run_slurm_command = counted
@@ -67,148 +98,182 @@ class CallCounter:
     def __exit__(self, *exc: object) -> None:
         slurm_executor.run_slurm_command = self._real
 
-    def total(self) -> int:
-        return sum(self.calls.values())
+    def queries(self) -> int:
+        return self.calls.get("squeue", 0) + self.calls.get("sacct", 0)
 
 
-def cpu_children() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+class PolledRun(MonitorRun):
+    """MonitorRun whose Monitor reports each finished poll (the public `on_poll` hook)."""
+
+    polls: list[dict[str, float]]
+    counter: CallCounter
+
+    def start(self) -> None:
+        from oellm_autoexp.daemon.monitor import Monitor
+
+        self.polls = []
+
+        def on_poll() -> None:
+            r = resource.getrusage(resource.RUSAGE_SELF)
+            self.polls.append(
+                {"t": time.time(), "cpu": r.ru_utime + r.ru_stime, "queries": self.counter.queries()}
+            )
+
+        monitor = Monitor(
+            self.store, [self.session_id], state_dir=self.state_dir, say=self.say, on_poll=on_poll
+        )
+
+        def body() -> None:
+            self.exit_code = monitor.run(self.stop)
+
+        self.thread = threading.Thread(target=body, name="bench-monitor", daemon=True)
+        self.thread.start()
 
 
-def submit_held(n: int, ids: list[str]) -> None:
-    argv = ["sbatch", "--parsable", "--hold", "-J", "bench4-held", "-p", "debug", "-c", "1",
-            "--mem=10M", "-t", "1", "-o", "/dev/null", "--wrap", "true"]  # fmt: skip
-
-    def one(_: int) -> str:
-        done = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60)
-        return done.stdout.strip().split(";")[0]
-
-    with ThreadPoolExecutor(4) as pool:
-        for job_id in pool.map(one, range(n)):
-            ids.append(job_id)  # appended as they come, so cleanup sees every id
-
-
-def register(store, plan_dict: dict, ids: list[str], log_dir: Path) -> int:
-    now = datetime.now(UTC)
-    session = store.create_session("bench4", config_path="bench4.yaml", config={}, now=now)
-    for i, job_id in enumerate(ids):
-        job = store.add_job(session.id, job_key=f"j{i:04d}", name=f"bench4-j{i:04d}", plan=plan_dict, now=now)
-        log = str(log_dir / f"slurm-{job_id}.out")
-        attempt = store.record_intent(job.id, 1, f"bench4-{session.id}-{job.id}-1", now=now, log_path=log)
-        store.confirm_submitted(attempt, job_id, now=now, log_path=log)
-    return session.id
+def write_experiment(work: Path, n: int, window_s: float, seed: int) -> Path:
+    rng = random.Random(seed)
+    trials = [f"{'f' if i % FATAL_EVERY == 1 else 'r'}{i:04d}" for i in range(n)]
+    fatal_at = {t: round(rng.uniform(0.3, 0.8) * window_s) for t in trials if t[0] == "f"}
+    data = {
+        "defaults": [{"slurm": "local"}, {"backend": "command"}, {"restart": "megatron_transient"}],
+        "experiment": {"name": "bench4", "output_dir": str(work / "out")},
+        "executor": "slurm",
+        "slurm": {"env": {"BENCH_TRIAL": "none", "BENCH_FATAL_AT": "0"},
+                  "sbatch": {"mem": "10M", "time": "01:00:00"}},
+        "monitoring": {"include": ["megatron_production"], "log_watch": "inotify", "fatal_settle_s": SETTLE_S},
+        "backend": {"command": ["bash", "-c", JOB.replace("__EVERY__", f"{LINE_EVERY_S:g}")]},
+        "sweep": {"list": [{"slurm.env.BENCH_TRIAL": t, "slurm.env.BENCH_FATAL_AT": str(fatal_at.get(t, 0))}
+                           for t in trials]},
+    }  # fmt: skip
+    path = work / "bench4.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
 
 
-def timed_polls(poll, polls: int) -> list[dict]:
-    rows = []
-    for _ in range(polls):
-        cpu0, child0, t0 = rusage_self()[0], cpu_children(), time.perf_counter()
-        with CallCounter() as counter:
-            poll()
-        rows.append({"wall_s": time.perf_counter() - t0, "cpu_self_s": rusage_self()[0] - cpu0,
-                     "cpu_slurm_clients_s": cpu_children() - child0, "calls": counter.total(),
-                     "by_command": dict(counter.calls)})  # fmt: skip
-    return rows
-
-
-def naive_poll(ids: list[str]) -> None:
-    """One squeue per job, through the same wrapper (so it is counted the same way)."""
-    for job_id in ids:
-        argv = ["squeue", "--noheader", "--jobs", job_id, "-o", slurm_executor.SQUEUE_FORMAT]
-        slurm_executor.run_slurm_command(argv)
-
-
-def mean(rows: list[dict], key: str) -> float:
-    return sum(r[key] for r in rows) / len(rows) if rows else float("nan")
-
-
-def main() -> None:
-    args = parse_args(__doc__)
-    require_slurm()
-    n, polls = (200, 3) if args.quick else (1000, 10)
-    out = Report()
-    ids: list[str] = []
-    result: dict = {"live_jobs": n, "polls": polls}
-    with workdir("poll") as tmp:
-        work = Path(tmp)
-        try:
-            t0 = time.perf_counter()
-            submit_held(n, ids)
-            result["submit_s"] = round(time.perf_counter() - t0, 1)
-            result.update(measure(work, ids, polls, out))
-        finally:
-            t0 = time.perf_counter()
-            scancel(ids)
-            print(f"scancel'ed {len(ids)} held jobs in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    save_result("poll_1000_jobs", args, result, out.text)
-
-
-def measure(work: Path, ids: list[str], polls: int, out: Report) -> dict:
+def start_polled_run(experiment: Path, work: Path) -> PolledRun:
+    """start_monitor_run (benchmarks/_common.py), with the polled Monitor."""
     from oellm_autoexp.adapters.store import SQLiteStore
     from oellm_autoexp.config.experiment import load_jobs
     from oellm_autoexp.core.plan import build_plans
-    from oellm_autoexp.daemon.monitor import Monitor
-    from oellm_autoexp.daemon.session import plan_to_dict
+    from oellm_autoexp.daemon.session import start_session
 
-    n = len(ids)
-    experiment = write_experiment(work, name="bench4", executor="slurm", job_args=["hang", "0", "0"],
-                                  trials=["h00"], monitoring={})  # fmt: skip
-    plan = build_plans(load_jobs(str(experiment), [], []), str(work))[0]
-    store = SQLiteStore(work / "state")
-    rss_before = rss_now_mib()
-    sid = register(store, plan_to_dict(plan), ids, work / "logs")
+    plans = build_plans(load_jobs(str(experiment), [], []), str(work))
+    state = work / "state"
+    store = SQLiteStore(state)
+    run = PolledRun(store, 0, state)
+    session, failed = start_session(store, plans, config_path=str(experiment), state_dir=state,
+                                    now_s=time.time(), say=run.say)  # fmt: skip
+    if failed:
+        raise RuntimeError(f"first submission refused for {len(failed)} jobs")
+    run.session_id = session.id
+    return run
 
-    executor_rows = timed_polls(lambda: slurm_executor.SlurmExecutor().query(ids), polls)
 
-    monitor = Monitor(store, [sid], state_dir=work / "state", say=lambda _line: None)
-    t0 = time.perf_counter()
-    monitor._load_runtimes()
-    load_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    monitor._resume(time.time())
-    resume_s = time.perf_counter() - t0
-    rss_monitor = rss_now_mib()
-    first = timed_polls(lambda: monitor._poll(time.time()), 1)[0]
-    steady = timed_polls(lambda: monitor._poll(time.time()), polls)
-    states = {a.state for a in store.attempts_for_session(sid)}
+def running(run: PolledRun) -> int:
+    return sum(1 for a in run.attempts() if a.attempt_no == 1 and a.state == "RUNNING")
 
-    subset = ids[:BASELINE_SUBSET]
-    naive_rows = timed_polls(lambda: naive_poll(subset), max(2, polls // 3))
-    scale = n / len(subset)
-    peak_rss = rusage_self()[1]
-    store.close()
 
-    calls = executor_rows[0]["by_command"]
-    out(
-        f"Slurm poll with {n} live (held) jobs on localhost Slurm 22.05; {polls} polls each; states seen: {sorted(states)}"
+def rss_peak_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main() -> None:
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--jobs", type=int, default=1000)
+        parser.add_argument("--window", type=float, default=180.0)
+
+    args = parse_args(__doc__, options)
+    require_slurm()
+    n, window_s = (12, 60.0) if args.quick else (args.jobs, args.window)
+    out = Report()
+    nodes = len(
+        subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True
+        ).stdout.split()
     )
-    out(f"{'':<46}{'calls/poll':>11}{'wall/poll':>12}{'CPU self':>11}{'CPU squeue':>12}")
-    row = "{:<46}{:>11}{:>10.3f} s{:>9.3f} s{:>10.3f} s"
-    out(row.format("OURS  SlurmExecutor.query (all ids)", f"{mean(executor_rows, 'calls'):.0f}",
-                   mean(executor_rows, "wall_s"), mean(executor_rows, "cpu_self_s"),
-                   mean(executor_rows, "cpu_slurm_clients_s")))  # fmt: skip
-    out(row.format(f"OURS  Monitor._poll, first (stores {n} states)", f"{first['calls']}",
-                   first["wall_s"], first["cpu_self_s"], first["cpu_slurm_clients_s"]))  # fmt: skip
-    out(row.format("OURS  Monitor._poll, steady state", f"{mean(steady, 'calls'):.0f}",
-                   mean(steady, "wall_s"), mean(steady, "cpu_self_s"), mean(steady, "cpu_slurm_clients_s")))  # fmt: skip
-    out(row.format(f"BASE  squeue per job, {len(subset)} jobs (measured)", f"{mean(naive_rows, 'calls'):.0f}",
-                   mean(naive_rows, "wall_s"), mean(naive_rows, "cpu_self_s"),
-                   mean(naive_rows, "cpu_slurm_clients_s")))  # fmt: skip
-    out(row.format(f"BASE  squeue per job, {n} jobs (x{scale:g}, extrapolated)", f"{mean(naive_rows, 'calls') * scale:.0f}",
-                   mean(naive_rows, "wall_s") * scale, mean(naive_rows, "cpu_self_s") * scale,
-                   mean(naive_rows, "cpu_slurm_clients_s") * scale))  # fmt: skip
-    out(f"OURS  calls per executor poll by command: {calls}")
-    out(f"OURS  monitor start for {n} jobs: _load_runtimes {load_s:.2f} s, _resume (attach) {resume_s:.2f} s")
-    out(f"OURS  RSS: {rss_before:.0f} MiB before the store, {rss_monitor:.0f} MiB with the monitor "
-        f"holding {n} attempts; peak (whole run) {peak_rss:.0f} MiB")  # fmt: skip
-    return {
-        "executor_query": executor_rows, "monitor_first_poll": first, "monitor_steady_polls": steady,
-        "baseline_subset": len(subset), "baseline_polls": naive_rows, "baseline_scale": scale,
-        "monitor_load_runtimes_s": round(load_s, 3), "monitor_resume_s": round(resume_s, 3),
-        "rss_before_mib": round(rss_before, 1), "rss_monitor_mib": round(rss_monitor, 1),
-        "rss_peak_mib": round(peak_rss, 1), "states_seen": sorted(states),
-    }  # fmt: skip
+    with workdir("poll") as tmp, CallCounter() as counter:
+        work = Path(tmp)
+        experiment = write_experiment(work, n, window_s, seed=4)
+        t0 = time.time()
+        run = start_polled_run(experiment, work)
+        submit_s = time.time() - t0
+        run.counter = counter
+        try:
+            run.start()
+            all_running = run.wait_until(lambda: running(run) >= n, 600)
+            t_steady, polls_before = time.time(), len(run.polls)
+            cpu0, calls0 = resource.getrusage(resource.RUSAGE_SELF), dict(counter.calls)
+            time.sleep(window_s)
+            cpu1, t_end = resource.getrusage(resource.RUSAGE_SELF), time.time()
+            polls = run.polls[polls_before:]
+            fatal = fatal_latencies(run)
+        finally:
+            run.wait(0)
+            run.cancel_leftovers()
+        cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
+        restarts = {k: v - calls0.get(k, 0) for k, v in counter.calls.items() if k in ("sbatch", "scancel")}
+        run.store.close()
+    report(
+        out, args, n, nodes, all_running, submit_s, window_s, t_end - t_steady, polls, cpu, restarts, fatal
+    )
+
+
+def fatal_latencies(run: PolledRun) -> list[float]:
+    jobs = {j.id: j for j in run.store.jobs_for_session(run.session_id)}
+    found, missing = [], []
+    for attempt in (a for a in run.attempts() if a.attempt_no == 1):
+        name = jobs[attempt.job_id].name
+        if "TRIAL-f" not in name:  # bench4_BENCH-TRIAL-f0001_BENCH-FATAL-AT-25: a fatal one
+            continue
+        t_line = line_time(attempt.log_path, MARKER)
+        decided = next(
+            (s.at for s in run.said if f"{name} attempt 1 " in s.text and ": restart:" in s.text), None
+        )
+        if t_line is not None and decided is not None:
+            found.append(decided - t_line)
+        else:
+            missing.append(f"{name}: line stamp {t_line}, decision {decided}, log {attempt.log_path}")
+    for line in missing:
+        print("  no latency for", line)
+    return found
+
+
+def report(out: Report, args: Any, n: int, nodes: int, all_running: bool, submit_s: float, window_s: float,
+           wall_s: float, polls: list[dict[str, float]], cpu_s: float, restarts: dict[str, int],
+           fatal: list[float]) -> None:  # fmt: skip
+    per_poll_calls = [b["queries"] - a["queries"] for a, b in pairwise(polls)]
+    per_poll_cpu = [b["cpu"] - a["cpu"] for a, b in pairwise(polls)]
+    cpu_percent = 100.0 * cpu_s / wall_s
+    fatal_s = summary(fatal)
+    out(f"{n} jobs ({'all RUNNING' if all_running else 'NOT all running'}) on {nodes} node(s); submitted in "
+        f"{submit_s:.0f} s; steady window {wall_s:.0f} s, {len(polls)} polls; a line per job every {LINE_EVERY_S:g} s")  # fmt: skip
+    out(f"  Slurm queries per poll: max {max(per_poll_calls, default=0)}, median "
+        f"{statistics.median(per_poll_calls) if per_poll_calls else 0}; restarts' sbatch/scancel {restarts}")  # fmt: skip
+    out(f"  CPU of this process over the window: {cpu_s:.1f} s = {cpu_percent:.1f} % of one core; per poll median "
+        f"{statistics.median(per_poll_cpu) if per_poll_cpu else 0:.3f} s")  # fmt: skip
+    out(f"  RSS {rss_now_mib():.0f} MiB, peak {rss_peak_mib():.0f} MiB")
+    out(f"  fatal line -> decision (n={fatal_s['n']}): p50 {fatal_s['p50']:.2f} s, p99 {fatal_s['p99']:.2f} s "
+        f"(fatal_settle_s {SETTLE_S:g} s)")  # fmt: skip
+    met = (all_running and max(per_poll_calls, default=99) <= GOAL_CALLS and cpu_percent <= GOAL_CPU_PERCENT
+           and bool(fatal) and fatal_s["p99"] < SETTLE_S + GOAL_P99_S)  # fmt: skip
+    out(verdict(f"<= {GOAL_CALLS} Slurm calls/poll, <= {GOAL_CPU_PERCENT:g} % of a core, "
+                f"p99 < settle + {GOAL_P99_S:g} s", met))  # fmt: skip
+    save_result(
+        "poll_1000_jobs", args,
+        {"goal": f"<= {GOAL_CALLS} calls/poll, <= {GOAL_CPU_PERCENT:g} % CPU, fatal p99 < settle + {GOAL_P99_S:g} s",
+         "goal_met": met, "running_jobs": n, "all_running": all_running, "nodes": nodes,
+         "line_every_s": LINE_EVERY_S, "fatal_settle_s": SETTLE_S, "submit_s": round(submit_s, 1),
+         "window_s": wall_s, "polls": len(polls),
+         "steady": {"calls_per_poll_max": max(per_poll_calls, default=0), "calls_per_poll": per_poll_calls,
+                    "cpu_s": round(cpu_s, 2), "cpu_percent_of_one_core": round(cpu_percent, 2),
+                    "cpu_per_poll_median_s": statistics.median(per_poll_cpu) if per_poll_cpu else None},
+         "restart_calls": restarts, "rss_end_mib": round(rss_now_mib(), 1), "rss_peak_mib": round(rss_peak_mib(), 1),
+         "fatal_to_decision": fatal_s, "fatal_rows": fatal, "load_avg_1min": os.getloadavg()[0]},
+        out.text,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

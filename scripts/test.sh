@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # CPU build of torch from the machine's local file first: a bare range would
 # pull several GB of CUDA wheels.
 python3 -m pip install -q torch==2.13.0
-python3 -m pip install -q -e '.[dev,torch]'
+python3 -m pip install -q -e '.[dev,torch,fast]'
 
 # Headless Chromium from the distribution for the report's browser test (about a minute
 # the first time; nothing once installed). playwright drives it; it downloads no browser.

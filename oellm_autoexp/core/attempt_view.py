@@ -174,6 +174,23 @@ class AttemptView:
         self._kept_times.extend(now for _ in self.classifier.signals[kept:])
         return signals
 
+    def backdate_output(self, written_s: float) -> None:
+        """The lines read so far were written by `written_s` (a resumed log's mtime), not when read.
+
+        Moves the tracker's clocks that those reads set (start, last output, last advance, a
+        save's start) back to it, so silence counts from when the job was last heard from.
+        """
+        t = self.tracker
+        if t is None:
+            return
+        self.tracker = replace(
+            t,
+            started_s=min(t.started_s, written_s),
+            last_output_s=min(t.last_output_s, written_s),
+            progress_s=None if t.progress_s is None else min(t.progress_s, written_s),
+            checkpoint_since_s=None if t.checkpoint_since_s is None else min(t.checkpoint_since_s, written_s),
+        )
+
     def _after_read(
         self, signals: list[Signal], now: float, time_of: Callable[[Signal], float] | None = None
     ) -> None:

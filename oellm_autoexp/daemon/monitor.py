@@ -15,6 +15,7 @@ store transaction (`record_judgement`), then carried out (cancel, resubmit).
 
 from __future__ import annotations
 
+import codecs
 import os
 import queue
 import threading
@@ -71,6 +72,7 @@ from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt, job_history
 
 FLUSH_WAIT_S = 2.0  # how long a job's end waits for the tailer to read its last lines
 QUEUE_WAIT_S = 0.5  # the loop wakes at least this often to notice a stop request
+PRIME_BLOCK_BYTES = 4 << 20  # a resumed attempt's consumed log is re-read in blocks of this size
 # Extra polls after a fatal line (seconds from it): the process usually exits within a few seconds.
 FATAL_FOLLOW_UP_POLLS_S = (0.5, 1.5, 3.0, 6.0)
 DEFAULT_LOCK_STALE_S = 120.0  # sessions without active jobs (MonitorSettings.lock_stale_after_s)
@@ -346,12 +348,21 @@ class Monitor:
         if saved is None and not read_all:
             return
         size = os.path.getsize(live.log_path)
-        limit = size if read_all or saved is None else min(saved[1], size)
+        left = size if read_all or saved is None else min(saved[1], size)
+        # In blocks: a log of many GB is never held whole; the decoder keeps a character
+        # split between two blocks.
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         with open(live.log_path, "rb") as handle:
-            text = handle.read(limit).decode("utf-8", errors="replace")
-        live.view.read_text(text, now)
+            while left > 0 and (data := handle.read(min(PRIME_BLOCK_BYTES, left))):
+                left -= len(data)
+                live.view.read_text(decoder.decode(data), now)
+            written_s = os.fstat(handle.fileno()).st_mtime
+        live.view.read_text(decoder.decode(b"", final=True), now)
         if read_all:
             live.view.flush(now)
+        # Those lines were written by the file's mtime, not now: a job silent for 20 minutes
+        # before this monitor started must not be given 20 more.
+        live.view.backdate_output(min(written_s, now))
         live.signals_recorded = 0 if read_all else len(live.view.classifier.signals)
 
     # -- polling Slurm --------------------------------------------------------------------------

@@ -1,0 +1,201 @@
+"""Write the figure tables of benchmarks/README.md from the results files: no hand-copied numbers.
+
+    python benchmarks/tables.py            # rewrite every table from its newest full run
+    python benchmarks/tables.py --check    # exit 1 if a table differs from what the files give
+
+Each table sits between `<!-- table:NAME -->` and `<!-- /table:NAME -->` in README.md (and the
+engine table in docs/classification.md, "Speed") and is
+made from ONE file, results/NAME-<date>.json (the newest full run; `-quick` runs are never
+used), whose name and date head the table. A benchmark without a results file keeps a line
+saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS = BENCH_DIR / "results"
+README = BENCH_DIR / "README.md"
+CLASSIFICATION_DOC = BENCH_DIR.parent / "docs" / "classification.md"  # its "Speed" table
+
+
+def newest(name: str) -> Path | None:
+    """results/NAME-YYYY-MM-DD.json with the latest date (quick runs left out)."""
+    files = sorted(
+        p for p in RESULTS.glob(f"{name}-*.json") if re.fullmatch(rf"{name}-\d{{4}}-\d\d-\d\d\.json", p.name)
+    )
+    return files[-1] if files else None
+
+
+def _s(value: float | None, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{max(digits, 3) if abs(value) < 0.1 else digits}f} s"
+
+
+def _pcts(summary: dict[str, Any]) -> str:
+    if not summary.get("n"):
+        return "- | - | - | 0"
+    return f"{_s(summary['p50'])} | {_s(summary['p90'])} | {_s(summary['p99'])} | {summary['n']}"
+
+
+def fatal_to_decision(d: dict[str, Any]) -> list[str]:
+    rows = [("ours: line → decision row committed", "ours_decision"),
+            ("ours: line → replacement submitted (local executor)", "ours_resubmitted"),
+            ("baseline: re-read logs every 2 s", "baseline_poll_2s"),
+            ("baseline: re-read logs every 10 s (seed)", "baseline_poll_10s")]  # fmt: skip
+    out = ["| | p50 | p90 | p99 | n |", "|---|---|---|---|---|"]
+    return out + [f"| {label} | {_pcts(d[key])} |" for label, key in rows if key in d]
+
+
+def fatal_to_resubmit(d: dict[str, Any]) -> list[str]:
+    out = [f"`fatal_settle_s` = {d['fatal_settle_s']:g} s, Slurm poll {d['poll_interval_s']:g} s; "
+           f"{d['per_kind']} job(s) per kind, the baseline one per kind.", "",
+           "| process ends | ours: line → decision p50 / p99 | ours: line → `sbatch` returned p50 / p99 | "
+           "n | baseline (squeue every 10 s): line → `sbatch` |", "|---|---|---|---|---|"]  # fmt: skip
+    for kind in d["kinds"].values():
+        dec, sub = kind["ours_decided"], kind["ours_resubmitted"]
+        base = kind["baseline_resubmitted_s"]
+        shown = "never, within the run" if base is None else _s(base, 1)
+        label = kind["label"] + (" the line" if kind["label"].endswith("after") else "")
+        out.append(f"| {label} | {_s(dec.get('p50'))} / {_s(dec.get('p99'))} | "
+                   f"{_s(sub.get('p50'))} / {_s(sub.get('p99'))} | {sub['n']} | {shown} |")  # fmt: skip
+    return out
+
+
+def hang_detection(d: dict[str, Any]) -> list[str]:
+    out = ["| | p50 | p90 | p99 | n |", "|---|---|---|---|---|"]
+    for v in d["variants"].values():
+        label = f"ours, {v['executor']}, poll {v['poll_s']:g} s, T = {v['timeout_s']:g} s: beyond T"
+        out.append(f"| {label} | {_pcts(v['ours_beyond_timeout'])} |")
+    for v in d["variants"].values():
+        out.append(f"| baseline: until the preset's `--time` ({v['executor']} trials) | "
+                   f"{_pcts(v['baseline_walltime_local_preset'])} |")  # fmt: skip
+    return out
+
+
+def poll_1000_jobs(d: dict[str, Any]) -> list[str]:
+    steady, fatal = d["steady"], d["fatal_to_decision"]
+    return [
+        f"{d['running_jobs']} RUNNING jobs on {d['nodes']} emulated node(s), a line per job every "
+        f"{d['line_every_s']:g} s, {d['polls']} polls in {d['window_s']:.0f} s.", "",
+        "| | figure | goal |", "|---|---|---|",
+        f"| Slurm calls per poll (max) | {steady['calls_per_poll_max']} | ≤ 2 |",
+        f"| monitor CPU, one core, over the window | {steady['cpu_percent_of_one_core']:.1f} % | ≤ 20 % |",
+        f"| CPU per poll (self, median) | {_s(steady['cpu_per_poll_median_s'], 3)} | |",
+        f"| RSS (end / peak) | {d['rss_end_mib']:.0f} / {d['rss_peak_mib']:.0f} MiB | |",
+        f"| fatal line → decision, p50 / p99 (n = {fatal['n']}) | {_s(fatal.get('p50'))} / "
+        f"{_s(fatal.get('p99'))} | p99 < 2 s beyond `fatal_settle_s` ({d['fatal_settle_s']:g} s) |",
+    ]  # fmt: skip
+
+
+def classify_throughput(d: dict[str, Any]) -> list[str]:
+    out = [f"{d['patterns']} patterns (`megatron_production`) against upstream's {d['upstream_regexes']}; "
+           f"engine {d['engine']}; load average {d['load_avg_1min'][0]:g} before, {d['load_avg_1min'][1]:g} after.",
+           "", "| corpus | row | MB/s min | median | max |", "|---|---|---|---|---|"]  # fmt: skip
+    labels = {"upstream": "upstream scanner (15 regexes, 4 MB chunks)", "line_loop": "line-by-line (before)",
+              "ours": "ours, `fast` extra", "ours_re": "ours, no extra (str.find)"}  # fmt: skip
+    for corpus in ("healthy", "dense"):
+        c = d[corpus]
+        for row, label in labels.items():
+            r = c["mb_s"][row]
+            out.append(f"| {corpus} {c['mb']:.0f} MB ({c['rounds']} rounds) | {label} | {r['min']:.1f} | "
+                       f"{r['median']:.1f} | {r['max']:.1f} |")  # fmt: skip
+    out.append("")
+    for corpus in ("healthy", "dense"):
+        c = d[corpus]
+        ratio = c["ratio_ours_upstream"]
+        out.append(f"- {corpus}: ours / upstream per round x{ratio['min']:.1f} min, x{ratio['median']:.1f} median, "
+                   f"x{ratio['max']:.1f} max; same signals as the line-by-line path: "
+                   f"{c['same_as_line_loop']['ours'] and c['same_as_line_loop']['ours_re']} "
+                   f"({c['signals']} non-progress signals; progress signals {c['progress_signals']['line_loop']} "
+                   f"→ {c['progress_signals']['ours']})")  # fmt: skip
+    return out
+
+
+def classify_engines(d: dict[str, Any]) -> list[str]:
+    healthy = d["healthy"]
+    out = ["| engine: the rare keywords of one 4 MB chunk | MB/s |", "|---|---|"]
+    out += [f"| {name} | {row['mb_s']:.1f} |" for name, row in d["engines"].items()]
+    return [*out, "", *classify_throughput(d)[2:]] if healthy else out
+
+
+def replay(d: dict[str, Any]) -> list[str]:
+    return [f"{d['log_mb']:.1f} MB, {d['lines']} lines.", "", "| | s | MB/s |", "|---|---|---|",
+            f"| ours: `autoexp replay` (read + line times {d['replay_read_and_times_s']:.2f} s, simulation "
+            f"{d['replay_simulation_s']:.2f} s) | {d['replay_s']:.2f} | {d['log_mb'] / d['replay_s']:.1f} |",
+            f"| baseline: `autoexp classify` | {d['classify_s']:.2f} | {d['log_mb'] / d['classify_s']:.1f} |",
+            "", f"Ratio {d['ratio']:.2f}."]  # fmt: skip
+
+
+RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+    "fatal_to_decision": fatal_to_decision,
+    "fatal_to_resubmit": fatal_to_resubmit,
+    "hang_detection": hang_detection,
+    "poll_1000_jobs": poll_1000_jobs,
+    "classify_throughput": classify_throughput,
+    "replay": replay,
+}
+DOC_RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"classify_engines": classify_engines}
+FILE_OF = {"classify_engines": "classify_throughput"}
+
+
+def table(name: str) -> str:
+    renderer = RENDERERS.get(name) or DOC_RENDERERS[name]
+    path = newest(FILE_OF.get(name, name))
+    if path is None:
+        return f"(no results/{FILE_OF.get(name, name)}-<date>.json yet)"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    met = data.get("goal_met")
+    head = f"From `benchmarks/results/{path.name}` ({data['date']}, {data['machine']}, {data['cpus']} CPUs)"
+    head += (
+        "" if met is None else f"; goal {data.get('goal', 'of the issue')}: **{'MET' if met else 'MISSED'}**"
+    )
+    try:
+        body = renderer(data)
+    except KeyError as missing:  # a file written by an earlier version of the benchmark
+        body = [f"(`{path.name}` predates this benchmark's current form (no {missing}): run it again)"]
+    return "\n".join([head + ".", "", *body])
+
+
+def render(text: str, names: Any = RENDERERS) -> str:
+    for name in names:
+        pattern = re.compile(rf"(<!-- table:{name} -->\n)(?:.*?\n)?(<!-- /table:{name} -->)", re.S)
+        body = table(name) + "\n"
+        text = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(2), text)  # type: ignore[misc]
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only say whether the files are up to date")
+    args = parser.parse_args()
+    stale = []
+    for path, names in ((README, RENDERERS), (CLASSIFICATION_DOC, DOC_RENDERERS)):
+        old = path.read_text(encoding="utf-8")
+        new = render(old, names)
+        if new != old:
+            stale.append(path.name)
+            if not args.check:
+                path.write_text(new, encoding="utf-8")
+    if args.check:
+        print(
+            f"tables differ from the results files in {', '.join(stale)}"
+            if stale
+            else "tables are up to date"
+        )
+        return 1 if stale else 0
+    used = [path.name for path in map(newest, RENDERERS) if path is not None]
+    print("tables written from", ", ".join(used))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
