@@ -117,7 +117,9 @@ class AttemptView:
         source: str | None = None,
         early: EarlySettings | None = None,
     ) -> None:
-        self.classifier = Classifier(patterns, source=source)
+        # The last STEP_SAMPLES + 1 lines of a run of iteration lines keep the tracker's interval
+        # samples and the log interval what reading every line would give.
+        self.classifier = Classifier(patterns, source=source, progress_tail=progress.STEP_SAMPLES + 1)
         self.early = early or EarlySettings()
         self.tracker: ProgressState | None = None  # started when first seen running (or a line is read)
         self.first_fatal: FatalMark | None = None  # the first fatal line not yet healed
@@ -196,13 +198,16 @@ class AttemptView:
     ) -> None:
         """The tracker and the fatal/stop marks after a read; `time_of` gives each signal its own time."""
         tracker = progress.advance(self.tracker or progress.start(now), progress.Output(), now)
+        gaps = self.classifier.progress_gaps
         for signal in signals:
             at = now if time_of is None else time_of(signal)
             event = progress_event(signal) if signal.role == "progress" else None
+            if isinstance(event, progress.Iteration) and signal.line_no in gaps:
+                event = replace(event, after_gap=True)
             if event is not None:
                 tracker = progress.advance(tracker, event, at)
             if isinstance(event, progress.Iteration):
-                self._on_iteration(event.iteration, at)
+                self._on_iteration(event.iteration, at, after_gap=event.after_gap)
                 total = signal.groups.get("train_iters")
                 if total is not None and total.isdigit():
                     self.total_iterations = int(total)
@@ -211,9 +216,9 @@ class AttemptView:
                 self._best_before_fatal = self.best_iteration
         self.tracker = tracker
 
-    def _on_iteration(self, iteration: int, now: float) -> None:
+    def _on_iteration(self, iteration: int, now: float, *, after_gap: bool = False) -> None:
         if self.best_iteration is None or iteration > self.best_iteration:
-            if self.best_iteration is not None:
+            if self.best_iteration is not None and not after_gap:
                 self.log_stride = iteration - self.best_iteration
             self.best_iteration = iteration
         fatal = self.first_fatal

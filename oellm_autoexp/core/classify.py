@@ -35,7 +35,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from oellm_autoexp.core import matcher
@@ -293,11 +293,12 @@ def _classify_block(
     start_line_no: int,
     last_hit: dict[str, int],
     source: str | None,
+    collapse: _Collapse | None = None,
 ) -> list[Signal]:
     """Every signal of a block (newlines stripped); with a finder, progress may be collapsed."""
     text = "\n".join(block) + "\n"
     if finder is not None and not index.always and text.count("\n") == len(block):
-        return _classify_text(text, index, finder, start_line_no, last_hit, source)
+        return _classify_text(text, index, finder, start_line_no, last_hit, source, collapse)
     signals: list[Signal] = []  # the line-by-line path (also for "lines" holding a newline)
     for i in _candidate_indices(block, index):
         signals.extend(_match_line(block[i], index, start_line_no + i, last_hit, source))
@@ -311,37 +312,58 @@ def _classify_text(
     start_line_no: int,
     last_hit: dict[str, int],
     source: str | None,
+    collapse: _Collapse | None = None,
 ) -> list[Signal]:
     """Every signal of `text` (lines, each ended by a newline), candidate lines found in bulk."""
     found = finder.scan(text)
+    collapse = collapse or _Collapse()
     signals: list[Signal] = []
     lo = (0, 0)  # the first line (index, start offset) after the last candidate
     for i, start in [*found.candidates, (found.n_lines, len(text))]:
         if found.collapse and i > lo[0]:
-            signals.extend(_last_progress(index, found, lo, (i, start), start_line_no, last_hit, source))
+            run = (lo, (i, start))
+            signals.extend(_last_progress(index, found, run, start_line_no, last_hit, source, collapse))
         if start < len(text):
             signals.extend(_match_line(found.line(start), index, start_line_no + i, last_hit, source))
             lo = (i + 1, text.index("\n", start) + 1)
     return signals
 
 
+@dataclass
+class _Collapse:
+    """How a run of progress lines between two candidates is read (core/matcher.py)."""
+
+    tail: int = 1  # the last `tail` lines giving signals are matched, the ones before skipped
+    gaps: set[int] = field(default_factory=set)  # kept lines that had skipped progress lines before them
+
+
 def _last_progress(
     index: _Index,
     found: matcher.Block,
-    lo: tuple[int, int],
-    hi: tuple[int, int],
+    run: tuple[tuple[int, int], tuple[int, int]],
     start_line_no: int,
     last_hit: dict[str, int],
     source: str | None,
+    collapse: _Collapse,
 ) -> list[Signal]:
-    """The signals of the last line in [lo, hi) that gives any: only progress can be there."""
+    """The signals of the last `collapse.tail` lines in the run [lo, hi) that give any, in line order.
+
+    Only progress can be there. When more such lines precede them, the first kept line goes
+    into `collapse.gaps`: its progress does not follow the one before it.
+    """
+    lo, hi = run
+    kept: list[list[Signal]] = []
     while (line := matcher.last_line_with(found, lo, hi)) is not None:
         i, start = line
-        signals = _match_line(found.line(start), index, start_line_no + i, last_hit, source)
-        if signals:
-            return signals
         hi = line
-    return []
+        signals = _match_line(found.line(start), index, start_line_no + i, last_hit, source)
+        if not signals:
+            continue
+        if len(kept) == collapse.tail:
+            collapse.gaps.add(kept[-1][0].line_no)
+            break
+        kept.append(signals)
+    return [signal for signals in reversed(kept) for signal in signals]
 
 
 def classify_line(
@@ -475,9 +497,12 @@ class Classifier:
     first `max_signals` non-progress signals, the last progress signal and the
     highest iteration seen. Nothing here reads files or clocks.
 
-    Between two lines that can give any other signal, only the last progress
-    line is matched (`fast`, core/matcher.py): `feed` returns that one, and
-    `progress_count` counts the progress signals returned, not every such line.
+    Between two lines that can give any other signal, only the last
+    `progress_tail` progress lines are matched (`fast`, core/matcher.py): `feed`
+    returns those, `progress_gaps` names the first of them when earlier ones were
+    skipped, and `progress_count` counts the progress signals returned, not every
+    such line. A tail of STEP_SAMPLES + 1 keeps what the hang tracker samples
+    (core/progress.py) and the log interval exact (core/attempt_view.py).
     """
 
     def __init__(
@@ -487,12 +512,14 @@ class Classifier:
         source: str | None = None,
         max_signals: int = MAX_KEPT_SIGNALS,
         fast: bool = True,
+        progress_tail: int = 1,
     ) -> None:
         pattern_set = as_pattern_set(patterns)
         self._index = _index(pattern_set)
         # fast: candidate lines in bulk (core/matcher.py), and in a run of progress lines only
         # the last one is classified; False: every keyword line, one by one (the reference path).
         self._finder = _finder(pattern_set, collapse_progress=True) if fast else None
+        self._collapse = _Collapse(max(1, progress_tail))
         self._source = source
         self._max_signals = max_signals
         self._last_hit: dict[str, int] = {}
@@ -504,11 +531,19 @@ class Classifier:
         self.last_progress: Signal | None = None
         self.last_iteration: int | None = None  # `iteration` of the latest progress signal having one
 
+    @property
+    def progress_gaps(self) -> set[int]:
+        """Line numbers, in what the last feed returned, of progress signals that skipped earlier ones."""
+        return self._collapse.gaps
+
     def feed(self, lines: Iterable[str]) -> list[Signal]:
         """Classify complete lines; returns the new signals (progress included)."""
         block = [line.rstrip("\r\n") for line in lines]
         start = self.lines_seen + 1
-        new = _classify_block(block, self._index, self._finder, start, self._last_hit, self._source)
+        self._collapse.gaps = set()
+        new = _classify_block(
+            block, self._index, self._finder, start, self._last_hit, self._source, self._collapse
+        )
         self.lines_seen += len(block)
         for signal in new:
             self._keep(signal)
@@ -522,9 +557,11 @@ class Classifier:
         if self._finder is None or self._index.always or "\r" in complete:
             return self.feed(complete.split("\n")[:-1])
         # The text as it is: no split into lines and join again (a third of the time on 4 MB).
+        self._collapse.gaps = set()
         new = _classify_text(
-            complete, self._index, self._finder, self.lines_seen + 1, self._last_hit, self._source
-        )
+            complete, self._index, self._finder, self.lines_seen + 1, self._last_hit, self._source,
+            self._collapse,
+        )  # fmt: skip
         self.lines_seen += complete.count("\n")
         for signal in new:
             self._keep(signal)

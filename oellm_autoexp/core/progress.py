@@ -87,6 +87,9 @@ class Iteration:
     """A line reported the training iteration counter (this also counts as output)."""
 
     iteration: int  # the counter as logged
+    # Lines reporting the counter were skipped just before this one (core/classify.py reads only
+    # the last few of a long run): the time since the last one seen is not one step interval.
+    after_gap: bool = False
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ def advance(state: ProgressState, event: ProgressEvent, now: float) -> ProgressS
     """Return the state after `event` observed at `now`."""
     # One state update per line at most: this runs for every line the monitor (or a replay) reads.
     if isinstance(event, Iteration):
-        return _on_iteration(state, event.iteration, now)
+        return _on_iteration(state, event.iteration, now, sample=not event.after_gap)
     if isinstance(event, Output) and now <= state.last_output_s:
         return state
     seen = replace(state, last_output_s=max(state.last_output_s, now))
@@ -137,13 +140,13 @@ def advance(state: ProgressState, event: ProgressEvent, now: float) -> ProgressS
             return seen
 
 
-def _on_iteration(state: ProgressState, iteration: int, now: float) -> ProgressState:
+def _on_iteration(state: ProgressState, iteration: int, now: float, *, sample: bool = True) -> ProgressState:
     last_output_s = max(state.last_output_s, now)
     # A repeated or lower counter (a line printed twice, an evaluation line) is not progress.
     if state.iteration is not None and iteration <= state.iteration:
         return state if last_output_s == state.last_output_s else replace(state, last_output_s=last_output_s)
     intervals = state.intervals_s
-    if state.progress_s is not None and state.clean_interval:
+    if state.progress_s is not None and state.clean_interval and sample:
         intervals = (*intervals, now - state.progress_s)[-STEP_SAMPLES:]
     # Built directly, not with dataclasses.replace: this runs for every iteration line read
     # (a replay reads a 50 MB log's 150,000 of them), and replace() costs several times more.

@@ -11,6 +11,7 @@ import pytest
 
 from oellm_autoexp.adapters.pattern_files import load_patterns, pattern_set_from_mapping
 from oellm_autoexp.core import matcher
+from oellm_autoexp.core.attempt_view import AttemptView
 from oellm_autoexp.core.classify import Classifier, classify_lines
 from oellm_autoexp.core.signals import PatternSet
 from tests.conftest import unavailable
@@ -201,3 +202,41 @@ def test_text_chunks_give_what_lines_give(engine: str) -> None:
                 (x[0], x[1]) for x in reference[3]
             }
             assert by_text.lines_seen == len(lines)
+
+
+def _view_state(lines: list[str], patterns: PatternSet, *, fast: bool, block: int) -> list[tuple]:
+    """What the hang tracker and the exit rule keep after each block, each line read 1.5 s apart."""
+    view = AttemptView(patterns)
+    if not fast:
+        view.classifier = Classifier(patterns, fast=False)
+    states = []
+    for start in range(0, len(lines), block):
+        chunk = lines[start : start + block]
+        view.read_timed(chunk, [1000.0 + 1.5 * (start + k) for k in range(len(chunk))])
+        t = view.tracker
+        assert t is not None
+        states.append((t.iteration, t.progress_s, t.intervals_s, t.clean_interval, t.checkpoint_since_s,
+                       view.log_stride, view.best_iteration, view.last_iteration))  # fmt: skip
+    return states
+
+
+@pytest.mark.parametrize("block", [7, 40, 500, 100_000])
+def test_collapsed_progress_keeps_the_tracker_and_log_interval_exact(engine: str, block: int) -> None:
+    """Reading only the tail of each run of iteration lines leaves the tracker's samples and stride as reading all."""
+    lines = _synthetic()
+    patterns = SETS["megatron_production"]
+    assert _view_state(lines, patterns, fast=True, block=block) == _view_state(
+        lines, patterns, fast=False, block=block
+    )
+
+
+def test_collapsed_progress_reports_a_gap_only_when_lines_were_skipped() -> None:
+    """A run longer than the tail names its first kept line as following skipped ones; a short run none."""
+    patterns = SETS["megatron_production"]
+    lines = [ITERATION.format(s=0, it=it, samples=it, nan=0) for it in range(1, 201)]
+    classifier = Classifier(patterns, progress_tail=17)
+    kept = [s.line_no for s in classifier.feed(lines) if s.role == "progress"]
+    assert kept == list(range(184, 201))
+    assert classifier.progress_gaps == {184}
+    classifier.feed(lines[:10])
+    assert classifier.progress_gaps == set()
