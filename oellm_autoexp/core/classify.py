@@ -93,6 +93,8 @@ class _Index:
     insensitive_words: re.Pattern[str] | None
     by_keyword: dict[str, tuple[int, ...]]  # reported keyword -> entries it admits (filled lazily)
     unfiltered: tuple[int, ...]  # entries without keywords: always tried
+    # Progress entries no `after:` names: in a run of their lines only the last few are matched.
+    collapsible: tuple[int, ...] = ()
 
 
 def _trie_regex(words: set[str], ignore_case: bool) -> str:
@@ -138,6 +140,7 @@ def _index(patterns: PatternSet) -> _Index:
         )
         for p in patterns.patterns
     )
+    anchors = {e.after for e in entries if e.after is not None}
     sensitive = {k for e in entries if not e.ignore_case for k in e.keywords}
     insensitive = {k for e in entries if e.ignore_case for k in e.keywords}
     parts = [_trie_regex(words, case) for words, case in ((sensitive, False), (insensitive, True)) if words]
@@ -149,6 +152,9 @@ def _index(patterns: PatternSet) -> _Index:
         insensitive_words=re.compile(_trie_regex(insensitive, True)) if insensitive else None,
         by_keyword={},
         unfiltered=tuple(i for i, e in enumerate(entries) if not e.keywords),
+        collapsible=tuple(
+            i for i, e in enumerate(entries) if e.pattern.role == "progress" and e.pattern.name not in anchors
+        ),
     )
     patterns.cache["classify_index"] = index
     return index
@@ -195,16 +201,29 @@ def _entries_for(line: str, index: _Index) -> list[int]:
     return sorted(found)
 
 
+def _progress_entries(line: str, index: _Index) -> list[int]:
+    """`_entries_for` a line between two candidates: only collapsible entries can match there."""
+    found = []
+    for i in index.collapsible:
+        entry = index.entries[i]
+        haystack = line.lower() if entry.ignore_case else line  # its keywords are lower case then
+        if any(k in haystack for k in entry.keywords):
+            found.append(i)
+    return found
+
+
 def _match_line(
     line: str,
     index: _Index,
     line_no: int,
     last_hit: dict[str, int] | None,
     source: str | None,
+    entries: Sequence[int] | None = None,
 ) -> list[Signal]:
+    """The signals of one line; `entries`: the only entries that can match (default: by keyword)."""
     hits: list[tuple[_Entry, re.Match[str]]] = []
     body, prefix_rank = strip_prefix(line)
-    for i in _entries_for(line, index):
+    for i in _entries_for(line, index) if entries is None else entries:
         entry = index.entries[i]
         if entry.after is not None:
             seen = None if last_hit is None else last_hit.get(entry.after)
@@ -276,12 +295,11 @@ def _finder(patterns: PatternSet, *, collapse_progress: bool) -> matcher.Candida
     """A candidate finder for one log (core/matcher.py); the prepared patterns are shared."""
     prepared = patterns.cache.get("matcher")
     if not isinstance(prepared, matcher.Prepared):
-        anchors = {p.after for p in patterns.patterns if p.after is not None}
+        collapsible = set(_index(patterns).collapsible)
         specs = tuple(
-            matcher.EntrySpec(p.prefilter_keywords, p.ignore_case, p.regex,
-                              collapsible=p.role == "progress" and p.name not in anchors)
-            for p in patterns.patterns
-        )  # fmt: skip
+            matcher.EntrySpec(p.prefilter_keywords, p.ignore_case, p.regex, collapsible=i in collapsible)
+            for i, p in enumerate(patterns.patterns)
+        )
         prepared = patterns.cache["matcher"] = matcher.Prepared(specs)
     return matcher.CandidateFinder(prepared, collapse_progress=collapse_progress)
 
@@ -356,7 +374,10 @@ def _last_progress(
     while (line := matcher.last_line_with(found, lo, hi)) is not None:
         i, start = line
         hi = line
-        signals = _match_line(found.line(start), index, start_line_no + i, last_hit, source)
+        text = found.line(start)
+        signals = _match_line(
+            text, index, start_line_no + i, last_hit, source, _progress_entries(text, index)
+        )
         if not signals:
             continue
         if len(kept) == collapse.tail:

@@ -34,6 +34,7 @@ time) is read as the latest time so far.
 from __future__ import annotations
 
 import calendar
+import functools
 import itertools
 import re
 from collections.abc import Sequence
@@ -75,30 +76,40 @@ class LineTimes:
     warning: str | None = None  # set when no line carried one (arrival order, zero gaps)
 
 
-def _epoch(year: int, month: int, day: int, hh: str, mm: str, ss: str, frac: str | None) -> float | None:
-    try:
-        base = calendar.timegm((year, month, day, int(hh), int(mm), int(ss), 0, 0, 0))
-    except (ValueError, OverflowError):
-        return None
+@functools.lru_cache(maxsize=4096)
+def _minute(year: int, month: int, day: int, hh: str, mm: str) -> int | None:
+    """Epoch seconds of a stamp's minute (cached: a log's lines share a few thousand minutes)."""
     if not 1 <= month <= 12 or not 1 <= day <= 31:
         return None
-    return base + (float(f"0.{frac}") if frac else 0.0)
+    try:
+        return calendar.timegm((year, month, day, int(hh), int(mm), 0, 0, 0, 0))
+    except (ValueError, OverflowError):
+        return None
+
+
+def _epoch(year: int, month: int, day: int, hh: str, mm: str, ss: str, frac: str | None) -> float | None:
+    base = _minute(year, month, day, hh, mm)
+    if base is None:
+        return None
+    return base + int(ss) + (float(f"0.{frac}") if frac else 0.0)
 
 
 def stamp_of(line: str, year: int) -> float | None:
     """The time a line's own stamp says, or None; `year` completes stamps that lack one."""
     m = _LEADING.match(line)
     if m is not None:
-        g = m.groupdict()
-        if g["Y"]:
-            return _epoch(int(g["Y"]), int(g["m"]), int(g["d"]), g["H"], g["M"], g["S"], g["frac"])
-        if g["gm"]:
-            return _epoch(year, int(g["gm"]), int(g["gd"]), g["gH"], g["gM"], g["gS"], g["gfrac"])
-        if g["iY"]:
-            return _epoch(int(g["iY"]), int(g["im"]), int(g["id"]), g["iH"], g["iM"], g["iS"], g["ifrac"])
-        month = _MONTHS.get(g["sb"] or "")
+        # By position (groups() is several times cheaper than groupdict() on every line):
+        # Megatron Y m d H M S frac, glog gm gd gH gM gS gfrac, ISO iY .. ifrac, syslog sb sd sH sM sS.
+        g = m.groups()
+        if g[0]:
+            return _epoch(int(g[0]), int(g[1]), int(g[2]), g[3], g[4], g[5], g[6])
+        if g[7]:
+            return _epoch(year, int(g[7]), int(g[8]), g[9], g[10], g[11], g[12])
+        if g[13]:
+            return _epoch(int(g[13]), int(g[14]), int(g[15]), g[16], g[17], g[18], g[19])
+        month = _MONTHS.get(g[20] or "")
         if month:
-            return _epoch(year, month, int(g["sd"]), g["sH"], g["sM"], g["sS"], None)
+            return _epoch(year, month, int(g[21]), g[22], g[23], g[24], None)
     for marker, regex in _INSIDE.items():
         if marker in line and (found := regex.search(line)) is not None:
             h = found.groupdict()

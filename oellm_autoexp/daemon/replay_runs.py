@@ -30,7 +30,7 @@ from oellm_autoexp.config.loader import compose_mapping, search_path
 from oellm_autoexp.core.judge import Evidence, Trigger
 from oellm_autoexp.core.line_time import Between, LineTimes, line_times
 from oellm_autoexp.core.log_end import LogEnd, end_of
-from oellm_autoexp.core.replay import Batch, ReplayResult, ReplaySetup, SlurmView, batches_of, replay
+from oellm_autoexp.core.replay import Batch, ReplayResult, ReplaySetup, SlurmView, replay_lines
 from oellm_autoexp.core.signals import PatternSet
 from oellm_autoexp.daemon.session import plan_from_dict, restart_policy
 from oellm_autoexp.daemon.settings import poll_interval_s, split_monitoring
@@ -155,7 +155,7 @@ def replay_file(log: LogFile, setup: ReplaySetup, end: LogEnd | None = None) -> 
         raise UserError(f"{log.path}: log file is empty")
     times = log.times.times_s
     slurm = SlurmView(times[0], times[-1], end or end_of(log.lines))
-    return replay(batches_of(log.lines, times), slurm, setup, source=str(log.path))
+    return replay_lines(log.lines, times, slurm, setup, source=str(log.path))
 
 
 # -- a session's attempts -------------------------------------------------------------------------

@@ -11,11 +11,21 @@ from oellm_autoexp.adapters.pattern_files import load_patterns
 from oellm_autoexp.core.attempt_view import EarlySettings
 from oellm_autoexp.core.job_state import JobState
 from oellm_autoexp.core.judge import Evidence, PastDecision
-from oellm_autoexp.core.log_end import LogEnd
+from oellm_autoexp.core.line_time import line_times
+from oellm_autoexp.core.log_end import LogEnd, end_of
 from oellm_autoexp.core.policy import load_policy
 from oellm_autoexp.core.progress import HangConfig
 from oellm_autoexp.core.read_times import ReadMark, coalesces
-from oellm_autoexp.core.replay import Batch, ReplaySetup, SlurmView, batches_of, replay
+from oellm_autoexp.core.replay import (
+    Batch,
+    ReplayResult,
+    ReplaySetup,
+    SlurmView,
+    batches_of,
+    replay,
+    replay_lines,
+)
+from oellm_autoexp.daemon.replay_runs import decoded_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 PATTERNS = load_patterns(["megatron_production"])
@@ -143,3 +153,27 @@ def test_timing_record_coalesces_only_plain_bursts(
     """A batch extends the row before it only when it follows it in the file within 1 s and neither holds
     a signal other than progress: the times a decision rests on stay exact."""
     assert coalesces(last, start, at_s, has_signal) is expected
+
+
+def _summary(result: ReplayResult) -> tuple:
+    decisions = [(d.at_s, d.lines_read, d.judgement.decision.action, d.judgement.decision.reason)
+                 for d in result.decisions]  # fmt: skip
+    events = [(e.at_s, e.kind, e.text) for e in result.events]
+    return decisions, events, result.lines_read, result.end, result.ended_by, result.first_fatal
+
+
+@pytest.mark.parametrize(
+    "log",
+    sorted((ROOT / "tests" / "fixtures" / "logs").glob("*/*.log")),
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
+def test_replay_of_lines_by_bisection_equals_replay_of_batches(log: Path) -> None:
+    """A log file's lines replayed by time bisection decide exactly as one batch per distinct time."""
+    lines = decoded_lines(log.read_bytes())
+    times = line_times(lines, fallback_year=2026).times_s
+    slurm = SlurmView(times[0], times[-1], end_of(lines))
+    quick = HangConfig(startup_timeout_s=30, no_output_timeout_s=20, progress_floor_s=20)
+    healing = EarlySettings(settle_s=5.0, in_job_restarts=True, recovery_window_s=60.0)
+    for one in (setup(), setup(hang=quick), setup(early=healing)):
+        expected = replay(batches_of(lines, times), slurm, one, source="x")
+        assert _summary(replay_lines(lines, times, slurm, one, source="x")) == _summary(expected)
