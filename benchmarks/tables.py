@@ -26,11 +26,16 @@ README = BENCH_DIR / "README.md"
 CLASSIFICATION_DOC = BENCH_DIR.parent / "docs" / "classification.md"  # its "Speed" table
 
 
-def newest(name: str) -> Path | None:
-    """results/NAME-YYYY-MM-DD.json with the latest date (quick runs left out)."""
-    files = sorted(
+def runs(name: str) -> list[Path]:
+    """results/NAME-YYYY-MM-DD.json, oldest first (quick runs left out)."""
+    return sorted(
         p for p in RESULTS.glob(f"{name}-*.json") if re.fullmatch(rf"{name}-\d{{4}}-\d\d-\d\d\.json", p.name)
     )
+
+
+def newest(name: str) -> Path | None:
+    """The latest full run's file."""
+    files = runs(name)
     return files[-1] if files else None
 
 
@@ -135,6 +140,49 @@ def replay(d: dict[str, Any]) -> list[str]:
             "", f"Ratio {d['ratio']:.2f}."]  # fmt: skip
 
 
+# One line per benchmark naming its main figures: the previous run's is shown where it differs.
+HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "fatal_to_decision": lambda d: (
+        f"ours p99 {_s(d['ours_decision']['p99'])}, "
+        f"baseline (2 s re-read) p99 {_s(d['baseline_poll_2s']['p99'])}"
+    ),
+    "fatal_to_resubmit": lambda d: (
+        "line → decision p99 "
+        + ", ".join(f"{k['label']} {_s(k['ours_decided'].get('p99'))}" for k in d["kinds"].values())
+    ),
+    "hang_detection": lambda d: (
+        "beyond T p99 "
+        + ", ".join(
+            f"{v['executor']} {_s(v['ours_beyond_timeout'].get('p99'))}" for v in d["variants"].values()
+        )
+    ),
+    "poll_1000_jobs": lambda d: (
+        f"{d['running_jobs']} jobs: {d['steady']['calls_per_poll_max']} calls/poll, "
+        f"{d['steady']['cpu_percent_of_one_core']:.1f} % of a core, fatal p99 {_s(d['fatal_to_decision'].get('p99'))}"
+    ),
+    "classify_throughput": lambda d: (
+        f"healthy: ours {d['healthy']['mb_s']['ours']['median']:.1f} MB/s, upstream "
+        f"{d['healthy']['mb_s']['upstream']['median']:.1f} MB/s (median x{d['healthy']['ratio_ours_upstream']['median']:.1f})"
+    ),
+    "replay": lambda d: (
+        f"replay {d['replay_s']:.2f} s, classify {d['classify_s']:.2f} s, ratio {d['ratio']:.2f}"
+    ),
+}
+
+
+def previous(name: str, data: dict[str, Any]) -> str:
+    """The run before the newest, in a line, when its figures differ (empty otherwise)."""
+    files, headline = runs(name), HEADLINES.get(name)
+    if len(files) < 2 or headline is None:
+        return ""
+    old = json.loads(files[-2].read_text(encoding="utf-8"))
+    try:
+        before, now = headline(old), headline(data)
+    except KeyError:  # an earlier form of the benchmark
+        return f"Previous run: `{files[-2].name}` (an earlier form of this benchmark)."
+    return "" if before == now else f"Previous run ({old['date']}, `{files[-2].name}`): {before}."
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "fatal_to_decision": fatal_to_decision,
     "fatal_to_resubmit": fatal_to_resubmit,
@@ -162,7 +210,8 @@ def table(name: str) -> str:
         body = renderer(data)
     except KeyError as missing:  # a file written by an earlier version of the benchmark
         body = [f"(`{path.name}` predates this benchmark's current form (no {missing}): run it again)"]
-    return "\n".join([head + ".", "", *body])
+    before = previous(FILE_OF.get(name, name), data) if name in RENDERERS else ""
+    return "\n".join([head + ".", "", *body, *(["", before] if before else [])])
 
 
 def render(text: str, names: Any = RENDERERS) -> str:
