@@ -1,8 +1,10 @@
-"""Fixtures for the submission tests: run an experiment end to end through plan -> executor."""
+"""Fixtures shared by the integration tests: an experiment run end to end through plan -> executor,
+and `autoexp` as a subprocess on the real Slurm (`AutoexpEnv`)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import is_terminal
 from oellm_autoexp.core.plan import JobPlan, build_plans, log_path_for
+from tests.integration.test_monitor_slurm import AutoexpEnv, autoexp_environ
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DDP_SCRIPT = Path(__file__).parent / "ddp_script.py"
@@ -52,7 +55,7 @@ class Runner:
 
     tmp_path: Path
 
-    def plans(self, experiment: dict[str, Any], overrides: list[str] = ()) -> list[JobPlan]:
+    def plans(self, experiment: dict[str, Any], overrides: Sequence[str] = ()) -> list[JobPlan]:
         path = self.tmp_path / "experiment.yaml"
         path.write_text(yaml.safe_dump(experiment, sort_keys=False))
         return build_plans(load_jobs(path, list(overrides)), str(self.tmp_path))
@@ -60,7 +63,7 @@ class Runner:
     def executor(self, name: str) -> Executor:
         return make_executor(name, self.tmp_path / "state")
 
-    def run(self, experiment: dict[str, Any], overrides: list[str] = ()) -> list[Finished]:
+    def run(self, experiment: dict[str, Any], overrides: Sequence[str] = ()) -> list[Finished]:
         plans = self.plans(experiment, overrides)
         executor = self.executor(plans[0].executor)
         ids = [submit_plan(executor, plan) for plan in plans]
@@ -75,3 +78,13 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runner:
     monkeypatch.delenv("AUTOEXP_CONFIG_DIR", raising=False)
     monkeypatch.delenv("AUTOEXP_SHIPPED_CONFIG", raising=False)
     return Runner(tmp_path)
+
+
+@pytest.fixture
+def autoexp(tmp_path: Path) -> Iterator[AutoexpEnv]:
+    """A test's autoexp environment; afterwards no monitor runs and none of its jobs is left."""
+    ax = AutoexpEnv(tmp_path, env=autoexp_environ() | {"PYTHONUNBUFFERED": "1"})
+    try:
+        yield ax
+    finally:
+        ax.cleanup()
