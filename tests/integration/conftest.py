@@ -1,10 +1,16 @@
 """Fixtures shared by the integration tests: an experiment run end to end through plan -> executor,
-and `autoexp` as a subprocess on the real Slurm (`AutoexpEnv`)."""
+`autoexp` as a subprocess on the real Slurm (`AutoexpEnv`), and programs run on a tmpfs mounted
+in a private mount namespace."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +24,7 @@ from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import is_terminal
 from oellm_autoexp.core.plan import JobPlan, build_plans, log_path_for
+from tests.conftest import unavailable
 from tests.integration.test_monitor_slurm import AutoexpEnv, autoexp_environ
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -88,3 +95,44 @@ def autoexp(tmp_path: Path) -> Iterator[AutoexpEnv]:
         yield ax
     finally:
         ax.cleanup()
+
+
+def require_unshare(flags: tuple[str, ...], reason: str) -> None:
+    """Skip (or fail, where tests must run) unless `unshare FLAGS` works here; `reason` says why it is needed."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", *flags, "true"], check=False).returncode:
+        unavailable(f"needs unshare {' '.join(flags)} ({reason})")
+
+
+# Mounts a fresh 1 MiB tmpfs on $1 and runs `$3 $4 $1 $2` (Python, its program, the mount, the out dir).
+MOUNT_AND_RUN = 'set -e; mount -t tmpfs -o size=1m tmpfs "$1"; "$3" "$4" "$1" "$2"'
+
+
+@pytest.fixture
+def on_full_tmpfs(tmp_path: Path) -> Callable[[str], dict[str, Any]]:
+    """Runs a Python program on a fresh 1 MiB tmpfs in a private mount namespace (argv: the
+    mount as its state dir, an out dir); returns the JSON the program wrote to out/result.json."""
+    require_unshare(("-rm",), "user and mount namespaces, to mount a small tmpfs")
+
+    def run(program: str) -> dict[str, Any]:
+        mnt, out, script = tmp_path / "mnt", tmp_path / "out", tmp_path / "run.py"
+        mnt.mkdir()
+        out.mkdir()
+        script.write_text(program, encoding="utf-8")
+        env = {**os.environ, "PYTHONPATH": os.getcwd()}
+        argv = [
+            "unshare",
+            "-rm",
+            "bash",
+            "-c",
+            MOUNT_AND_RUN,
+            "-",
+            str(mnt),
+            str(out),
+            sys.executable,
+            str(script),
+        ]
+        subprocess.run(argv, env=env, check=True, timeout=120, cwd=tmp_path)
+        result: dict[str, Any] = json.loads((out / "result.json").read_text())
+        return result
+
+    return run
