@@ -54,6 +54,7 @@ from oellm_autoexp.adapters.store import (  # noqa: E402
     JobStatus,
     SQLiteStore,
 )
+from oellm_autoexp.daemon.session_lock import monitor_liveness, pid_runs  # noqa: E402
 
 T = TypeVar("T")
 SCENARIOS = ("scancel", "hang", "nccl", "oom", "max_retries")
@@ -226,12 +227,10 @@ class Session:
             return f"monitor pid {pid} is not running (its log: {log}{last_line(log)})"
         assert self.store is not None and self.session_id is not None
         session = self.store.get_session(self.session_id)
-        beat = session.monitor_heartbeat if session else None
-        if beat is not None:
-            age = (datetime.now(UTC) - (beat if beat.tzinfo else beat.replace(tzinfo=UTC))).total_seconds()
-            if age > HEARTBEAT_STALE_S:
-                return f"monitor pid {pid} has not written a heartbeat for {age:.0f} s"
-        return None
+        if session is None or session.monitor_heartbeat is None:
+            return None  # the lock is not taken yet (or already released): nothing to judge
+        live = monitor_liveness(session, datetime.now(UTC), HEARTBEAT_STALE_S)
+        return None if live.alive else f"monitor {live.detail}"
 
     # -- waiting ----------------------------------------------------------------------------
 
@@ -306,12 +305,8 @@ class Session:
 
 def is_alive(pid: int) -> bool:
     """A live process (a zombie is not alive); signal 0 only asks."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_runs(pid):
         return False
-    except PermissionError:
-        return True
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:

@@ -362,9 +362,7 @@ def _restart_with_next_set(
     left = max(rule.max_retries - len(charged_restarts(rule, history)), 0)
     window = _window_reason(rule, history, now)
     if window is not None:
-        return Decision(
-            DecisionAction.STOP, window, rule.name, left, left, cancel_first=outcome.still_running
-        )
+        return _budget_stop(rule, outcome, window, left)
     entries = rule.overrides[used]
     reason = (
         f"Restarting with a changed config (error_type={outcome.cause}): override set "
@@ -402,9 +400,7 @@ def _restart_within_budgets(
         or _window_reason(rule, history, now)
     )
     if exhausted is not None:
-        return Decision(
-            DecisionAction.STOP, exhausted, rule.name, left, left, cancel_first=outcome.still_running
-        )
+        return _budget_stop(rule, outcome, exhausted, left)
     return Decision(
         DecisionAction.RESTART,
         f"Transient failure detected (error_type={outcome.cause})",
@@ -415,6 +411,11 @@ def _restart_within_budgets(
         exclude_nodes=_exclude_nodes(rule, blamed, history),
         cancel_first=outcome.still_running,
     )
+
+
+def _budget_stop(rule: RestartRule, outcome: Outcome, reason: str, left: int) -> Decision:
+    """Stop: a budget ran out (`reason` names it, with numbers); the retries left stay as they were."""
+    return Decision(DecisionAction.STOP, reason, rule.name, left, left, cancel_first=outcome.still_running)
 
 
 def charged_restarts(rule: RestartRule, history: RestartHistory) -> tuple[RestartRecord, ...]:

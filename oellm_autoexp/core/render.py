@@ -10,6 +10,7 @@ is never evaluated. Newlines are refused earlier, by the config models.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
@@ -54,19 +55,31 @@ def _shell_quote(value: object) -> str:
     return shlex.quote(str(value))
 
 
-@cache
-def _environment() -> jinja2.Environment:
+def template_environment(
+    *, autoescape: bool, filters: Mapping[str, Callable[..., str]], keep_trailing_newline: bool = False
+) -> jinja2.Environment:
+    """A strict environment over the package's templates (core/templates/), with `filters`.
+
+    Shared by the sbatch script (no escaping: shell text, quoted by its own filters) and the
+    HTML report (autoescaped). An undefined name is an error, never an empty string.
+    """
     env = jinja2.Environment(
         loader=jinja2.PackageLoader(*TEMPLATE_PACKAGE),
         undefined=jinja2.StrictUndefined,
-        autoescape=False,
-        keep_trailing_newline=True,
+        autoescape=autoescape,
+        keep_trailing_newline=keep_trailing_newline,
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["q"] = _shell_quote
-    env.filters["sbq"] = sbatch_quote
+    env.filters.update(filters)
     return env
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return template_environment(
+        autoescape=False, keep_trailing_newline=True, filters={"q": _shell_quote, "sbq": sbatch_quote}
+    )
 
 
 def render_sbatch(spec: ScriptSpec) -> str:

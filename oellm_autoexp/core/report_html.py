@@ -14,7 +14,7 @@ from functools import cache
 
 import jinja2
 
-from oellm_autoexp.core.render import TEMPLATE_PACKAGE
+from oellm_autoexp.core.render import template_environment
 from oellm_autoexp.core.report import JobReport, Report
 
 CHART_W = 960  # SVG user units; the page scales it to the window
@@ -105,12 +105,4 @@ def _clock(t_s: float) -> str:
 
 @cache
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader(*TEMPLATE_PACKAGE),
-        undefined=jinja2.StrictUndefined,
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["clock"] = _clock
-    return env
+    return template_environment(autoescape=True, filters={"clock": _clock})

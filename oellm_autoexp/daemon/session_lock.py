@@ -35,14 +35,15 @@ def monitor_liveness(session: SessionInfo, now: datetime, stale_after_s: float =
         return Liveness(False, "none", None)
     age = (now.astimezone(UTC) - session.monitor_heartbeat.astimezone(UTC)).total_seconds()
     detail = f"pid {session.monitor_pid} on {session.monitor_host}, heartbeat {age:.0f} s ago"
-    if session.monitor_host == socket.gethostname() and not _pid_runs(session.monitor_pid):
+    if session.monitor_host == socket.gethostname() and not pid_runs(session.monitor_pid):
         return Liveness(False, f"{detail} (that pid is gone)", age)
     if age > stale_after_s:
         return Liveness(False, f"{detail} (stale: more than {stale_after_s:.0f} s)", age)
     return Liveness(True, detail, age)
 
 
-def _pid_runs(pid: int) -> bool:
+def pid_runs(pid: int) -> bool:
+    """True while `pid` exists on this host (signal 0 only asks; another user's process counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -133,4 +134,4 @@ class SessionLocks:
         # Liveness can only be checked on our own host.
         if pid is None or host != self.host or pid == self.pid:
             return False
-        return not _pid_runs(pid)
+        return not pid_runs(pid)

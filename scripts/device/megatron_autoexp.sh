@@ -19,6 +19,8 @@
 #   FAKE=1 OUT=/tmp/out scripts/device/megatron_autoexp.sh   # CPU dry run with stand-in ranks
 set -uo pipefail
 
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"  # wait_for
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:?set OUT to the folder that comes back}
@@ -43,16 +45,6 @@ event() { echo "$(date +%s.%N) $2" >> "$W/$1/events.txt"; }
 
 # log_of NAME N: the log of local job N of scenario NAME.
 log_of() { echo "$W/$1/outputs/megatron_tiny/logs/slurm-local-$2.out"; }
-
-# wait_for FILE REGEX LIMIT_S: until a line matches (0) or LIMIT_S passed (1).
-wait_for() {
-  local t=0
-  until grep -Eq "$2" "$1" 2>/dev/null; do
-    sleep 0.5; t=$((t + 1))
-    if [ "$t" -ge $(( $3 * 2 )) ]; then return 1; fi
-  done
-  return 0
-}
 
 # watch_fatal NAME REGEX: record when a line matching REGEX first shows in any attempt's log.
 watch_fatal() {

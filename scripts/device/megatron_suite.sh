@@ -19,6 +19,8 @@
 #   FAKE=1 OUT=/tmp/out scripts/device/megatron_suite.sh     # CPU dry run of the wiring
 set -uo pipefail  # no -e: failing cases are the point; each rc is recorded
 
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"  # wait_for
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:?set OUT to the folder that comes back}
@@ -53,16 +55,6 @@ case_run() {
   echo "\$ ${TRUN[*]} ${MODEL[*]} ${TRAIN[*]} $*" > "$L/$name.log"
   timeout -k 10 "$limit" "${TRUN[@]}" "${MODEL[@]}" "${TRAIN[@]}" "$@" >> "$L/$name.log" 2>&1
   echo "$name rc=$? seconds=$((SECONDS - t0))" | tee -a "$L/cases.txt"
-}
-
-# wait_for LOG REGEX LIMIT_S: until a line of LOG matches (0), or LIMIT_S passed (1).
-wait_for() {
-  local t=0
-  until grep -Eq "$2" "$1" 2>/dev/null; do
-    sleep 0.5; t=$((t + 1))
-    if [ "$t" -ge $(( $3 * 2 )) ]; then return 1; fi
-  done
-  return 0  # (an until loop's status is its body's last one, not the condition's)
 }
 
 # rank_pid NAME RANK: the pid of one rank of the run that saves to ck/NAME.

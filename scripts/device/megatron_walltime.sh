@@ -11,6 +11,8 @@
 #   OUT=/tmp/out scripts/device/megatron_walltime.sh   # logs.tar.gz, summary.txt into $OUT
 set -uo pipefail
 
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"  # wait_for
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:?set OUT to the folder that comes back}
@@ -19,15 +21,6 @@ L=$W/logs
 rm -rf "$W" && mkdir -p "$L" "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-
-wait_for() {
-  local t=0
-  until grep -Eq "$2" "$1" 2>/dev/null; do
-    sleep 0.5; t=$((t + 1))
-    if [ "$t" -ge $(( $3 * 2 )) ]; then return 1; fi
-  done
-  return 0
-}
 
 python3 - "$W" <<'EOF'
 import sys

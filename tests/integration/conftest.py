@@ -1,8 +1,16 @@
-"""Fixtures for the submission tests: run an experiment end to end through plan -> executor."""
+"""Fixtures shared by the integration tests: an experiment run end to end through plan -> executor,
+`autoexp` as a subprocess on the real Slurm (`AutoexpEnv`), and programs run on a tmpfs mounted
+in a private mount namespace."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +24,8 @@ from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import is_terminal
 from oellm_autoexp.core.plan import JobPlan, build_plans, log_path_for
+from tests.conftest import unavailable
+from tests.integration.test_monitor_slurm import AutoexpEnv, autoexp_environ
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DDP_SCRIPT = Path(__file__).parent / "ddp_script.py"
@@ -52,7 +62,7 @@ class Runner:
 
     tmp_path: Path
 
-    def plans(self, experiment: dict[str, Any], overrides: list[str] = ()) -> list[JobPlan]:
+    def plans(self, experiment: dict[str, Any], overrides: Sequence[str] = ()) -> list[JobPlan]:
         path = self.tmp_path / "experiment.yaml"
         path.write_text(yaml.safe_dump(experiment, sort_keys=False))
         return build_plans(load_jobs(path, list(overrides)), str(self.tmp_path))
@@ -60,7 +70,7 @@ class Runner:
     def executor(self, name: str) -> Executor:
         return make_executor(name, self.tmp_path / "state")
 
-    def run(self, experiment: dict[str, Any], overrides: list[str] = ()) -> list[Finished]:
+    def run(self, experiment: dict[str, Any], overrides: Sequence[str] = ()) -> list[Finished]:
         plans = self.plans(experiment, overrides)
         executor = self.executor(plans[0].executor)
         ids = [submit_plan(executor, plan) for plan in plans]
@@ -75,3 +85,54 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runner:
     monkeypatch.delenv("AUTOEXP_CONFIG_DIR", raising=False)
     monkeypatch.delenv("AUTOEXP_SHIPPED_CONFIG", raising=False)
     return Runner(tmp_path)
+
+
+@pytest.fixture
+def autoexp(tmp_path: Path) -> Iterator[AutoexpEnv]:
+    """A test's autoexp environment; afterwards no monitor runs and none of its jobs is left."""
+    ax = AutoexpEnv(tmp_path, env=autoexp_environ() | {"PYTHONUNBUFFERED": "1"})
+    try:
+        yield ax
+    finally:
+        ax.cleanup()
+
+
+def require_unshare(flags: tuple[str, ...], reason: str) -> None:
+    """Skip (or fail, where tests must run) unless `unshare FLAGS` works here; `reason` says why it is needed."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", *flags, "true"], check=False).returncode:
+        unavailable(f"needs unshare {' '.join(flags)} ({reason})")
+
+
+# Mounts a fresh 1 MiB tmpfs on $1 and runs `$3 $4 $1 $2` (Python, its program, the mount, the out dir).
+MOUNT_AND_RUN = 'set -e; mount -t tmpfs -o size=1m tmpfs "$1"; "$3" "$4" "$1" "$2"'
+
+
+@pytest.fixture
+def on_full_tmpfs(tmp_path: Path) -> Callable[[str], dict[str, Any]]:
+    """Runs a Python program on a fresh 1 MiB tmpfs in a private mount namespace (argv: the
+    mount as its state dir, an out dir); returns the JSON the program wrote to out/result.json."""
+    require_unshare(("-rm",), "user and mount namespaces, to mount a small tmpfs")
+
+    def run(program: str) -> dict[str, Any]:
+        mnt, out, script = tmp_path / "mnt", tmp_path / "out", tmp_path / "run.py"
+        mnt.mkdir()
+        out.mkdir()
+        script.write_text(program, encoding="utf-8")
+        env = {**os.environ, "PYTHONPATH": os.getcwd()}
+        argv = [
+            "unshare",
+            "-rm",
+            "bash",
+            "-c",
+            MOUNT_AND_RUN,
+            "-",
+            str(mnt),
+            str(out),
+            sys.executable,
+            str(script),
+        ]
+        subprocess.run(argv, env=env, check=True, timeout=120, cwd=tmp_path)
+        result: dict[str, Any] = json.loads((out / "result.json").read_text())
+        return result
+
+    return run

@@ -129,14 +129,14 @@ def test_torchrun_summary_names_the_first_failed_rank(name: str) -> None:
     assert report["failed_rank"] == 1
 
 
+def _classify(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """`autoexp classify ARGS` as a user runs it, from the repository root."""
+    argv = [sys.executable, "-m", "oellm_autoexp", "classify", *args]
+    return subprocess.run(argv, capture_output=True, text=True, check=check, cwd=REPO)
+
+
 def _cli(*args: str) -> list[dict]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "oellm_autoexp", "classify", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=REPO,
-    )
+    proc = _classify(*args, check=True)
     return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
@@ -158,25 +158,13 @@ def test_cli_json_over_every_fixture() -> None:
 
 def test_cli_text_output_names_the_cause() -> None:
     """The human output starts with the file and its root cause."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "oellm_autoexp", "classify", str(LOGS / "cpu/oom.log")],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=REPO,
-    )
+    proc = _classify(str(LOGS / "cpu/oom.log"), check=True)
     assert "root cause: oom (host, pattern cpu_alloc_failure" in proc.stdout
 
 
 def test_cli_missing_file_exits_2(tmp_path: Path) -> None:
     """A log that does not exist is a user error: one line, exit code 2."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "oellm_autoexp", "classify", str(tmp_path / "nope.log")],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=REPO,
-    )
+    proc = _classify(str(tmp_path / "nope.log"))
     assert proc.returncode == 2 and "log file not found" in proc.stderr
 
 
@@ -184,21 +172,7 @@ def test_cli_user_pattern_file_with_bad_regex_exits_2(tmp_path: Path) -> None:
     """A user pattern file with an invalid regex fails with the file, pattern and key named."""
     bad = tmp_path / "mine.yaml"
     bad.write_text("include: [base]\npatterns:\n  - name: broken\n    regex: '(oops'\n")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "oellm_autoexp",
-            "classify",
-            "--patterns",
-            str(bad),
-            str(LOGS / "cpu/oom.log"),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=REPO,
-    )
+    proc = _classify("--patterns", str(bad), str(LOGS / "cpu/oom.log"))
     assert proc.returncode == 2
     assert "mine.yaml: patterns[0] (name 'broken') key 'regex': invalid regular expression" in proc.stderr
 

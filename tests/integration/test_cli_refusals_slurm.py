@@ -3,28 +3,13 @@ the exit code when a submission is refused, when --detach finds the session held
 
 from __future__ import annotations
 
-import os
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.integration.test_monitor_slurm import COMPLETED, AutoexpEnv
 
 pytestmark = pytest.mark.slurm
-
-
-@pytest.fixture
-def autoexp(tmp_path: Path) -> Iterator[AutoexpEnv]:
-    """As in test_monitor_slurm: afterwards no monitor runs and none of the session's jobs is left."""
-    drop = ("AUTOEXP_CONFIG_DIR", "AUTOEXP_SHIPPED_CONFIG")
-    env = {k: v for k, v in os.environ.items() if k not in drop} | {"PYTHONUNBUFFERED": "1"}
-    ax = AutoexpEnv(tmp_path, env=env)
-    try:
-        yield ax
-    finally:
-        ax.cleanup()
 
 
 def test_refused_first_sbatch_says_so_and_run_exits_non_zero(autoexp: AutoexpEnv) -> None:

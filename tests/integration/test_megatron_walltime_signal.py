@@ -54,8 +54,9 @@ def _wait_for(log: Path, text: str) -> None:
     raise AssertionError(f"{text!r} never appeared in {log}:\n{log.read_text() if log.exists() else ''}")
 
 
-def test_walltime_usr1_reaches_the_ranks_as_sigterm_and_the_job_exits_0(tmp_path: Path) -> None:
-    """USR1 to the batch shell: both ranks get SIGTERM, save, exit 0; torchrun never sees a signal."""
+def _signal_at_iteration_20(tmp_path: Path, sig: signal.Signals) -> tuple[int, str]:
+    """Run the rendered script as the batch shell (no SLURM_* variables), send it `sig` once the
+    ranks print iteration 20, wait for it to end; its exit status and its log."""
     script = _render(tmp_path)
     log = tmp_path / "job.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
@@ -63,12 +64,18 @@ def test_walltime_usr1_reaches_the_ranks_as_sigterm_and_the_job_exits_0(tmp_path
         shell = subprocess.Popen(["bash", str(script)], stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         _wait_for(log, " iteration       20/")
-        shell.send_signal(signal.SIGUSR1)
-        assert shell.wait(timeout=DEADLINE_S) == 0
+        shell.send_signal(sig)
+        status = shell.wait(timeout=DEADLINE_S)
     finally:
         if shell.poll() is None:
             shell.kill()
-    text = log.read_text()
+    return status, log.read_text()
+
+
+def test_walltime_usr1_reaches_the_ranks_as_sigterm_and_the_job_exits_0(tmp_path: Path) -> None:
+    """USR1 to the batch shell: both ranks get SIGTERM, save, exit 0; torchrun never sees a signal."""
+    status, text = _signal_at_iteration_20(tmp_path, signal.SIGUSR1)
+    assert status == 0, text
     assert "autoexp: forwarding SIGUSR1 to the training processes" in text
     assert "exiting program after receiving SIGTERM." in text
     assert "successfully saved checkpoint from iteration" in text
@@ -78,19 +85,7 @@ def test_walltime_usr1_reaches_the_ranks_as_sigterm_and_the_job_exits_0(tmp_path
 
 def test_sigterm_to_the_batch_shell_still_ends_the_job(tmp_path: Path) -> None:
     """A plain SIGTERM (scancel, a time limit) reaches torchrun through the wrapper and ends every process."""
-    script = _render(tmp_path)
-    log = tmp_path / "job.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    with log.open("w") as out:
-        shell = subprocess.Popen(["bash", str(script)], stdout=out, stderr=subprocess.STDOUT, env=env)
-    try:
-        _wait_for(log, " iteration       20/")
-        shell.send_signal(signal.SIGTERM)
-        shell.wait(timeout=DEADLINE_S)
-    finally:
-        if shell.poll() is None:
-            shell.kill()
-    text = log.read_text()
+    _, text = _signal_at_iteration_20(tmp_path, signal.SIGTERM)
     assert "autoexp: forwarding SIGTERM" in text
     assert "Received 15 death signal" in text  # torchrun itself got it, and shut its workers down
     assert "autoexp: job step exited with status" in text

@@ -4,7 +4,7 @@ Every test writes its own experiment YAML and job script under tmp_path, runs `a
 subprocess (the product as users run it) with its state dir under tmp_path, and reads the
 outcome back from the SQLite store, `sacct` and the CLI. Jobs wait on flag files the test
 creates, so nothing depends on fixed sleeps; every wait polls with a deadline. The
-`autoexp_env` fixture stops any monitor still running and scancels every job the session
+`autoexp` fixture (conftest.py) stops any monitor still running and scancels every job the session
 submitted.
 """
 
@@ -224,16 +224,9 @@ class AutoexpEnv:
             subprocess.run(["scancel", *sorted(ids)], capture_output=True, timeout=30, check=False)
 
 
-@pytest.fixture
-def autoexp(tmp_path: Path) -> Iterator[AutoexpEnv]:
-    """A test's autoexp environment; afterwards no monitor runs and none of its jobs is left."""
-    env = {k: v for k, v in os.environ.items() if k not in ("AUTOEXP_CONFIG_DIR", "AUTOEXP_SHIPPED_CONFIG")}
-    env["PYTHONUNBUFFERED"] = "1"
-    ax = AutoexpEnv(tmp_path, env=env)
-    try:
-        yield ax
-    finally:
-        ax.cleanup()
+def autoexp_environ() -> dict[str, str]:
+    """This process's environment without the user's config dirs: tests see only the shipped config."""
+    return {k: v for k, v in os.environ.items() if k not in ("AUTOEXP_CONFIG_DIR", "AUTOEXP_SHIPPED_CONFIG")}
 
 
 def nccl_then_success(ax: AutoexpEnv) -> Path:
@@ -259,8 +252,7 @@ def nccl_run(tmp_path_factory: pytest.TempPathFactory, slurm_cluster: object) ->
 
     Shared by the restart test (1) and the state-file/CLI test (10): one run, two views.
     """
-    env = {k: v for k, v in os.environ.items() if k not in ("AUTOEXP_CONFIG_DIR", "AUTOEXP_SHIPPED_CONFIG")}
-    ax = AutoexpEnv(tmp_path_factory.mktemp("nccl"), env=env)
+    ax = AutoexpEnv(tmp_path_factory.mktemp("nccl"), env=autoexp_environ())
     try:
         script = nccl_then_success(ax)
         done = ax.cli("run", str(ax.experiment(["bash", str(script)])))

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,18 +30,6 @@ pytestmark = pytest.mark.slurm
 SBATCH_DELAY_S = 6  # how long the wrapped sbatch waits before it submits
 SLURM_TIMEOUT_S = 8  # the executor's command timeout in these tests (> the delay)
 CANCELLED_RESTART = "Transient failure detected (error_type=cancelled)"
-
-
-@pytest.fixture
-def autoexp(tmp_path: Path) -> Iterator[AutoexpEnv]:
-    """As in test_monitor_slurm: afterwards no monitor runs and none of the session's jobs is left."""
-    drop = ("AUTOEXP_CONFIG_DIR", "AUTOEXP_SHIPPED_CONFIG")
-    env = {k: v for k, v in os.environ.items() if k not in drop} | {"PYTHONUNBUFFERED": "1"}
-    ax = AutoexpEnv(tmp_path, env=env)
-    try:
-        yield ax
-    finally:
-        ax.cleanup()
 
 
 def slow_sbatch(bin_dir: Path, calls: Path, *, escapes: bool) -> None:

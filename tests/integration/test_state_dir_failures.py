@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.adapters.store import SQLiteStore
+from tests.integration.conftest import require_unshare
 
 CLI = [sys.executable, "-m", "oellm_autoexp"]
 
@@ -89,8 +89,7 @@ def test_read_only_state_dir_reads_work_and_writers_say_why(tmp_path: Path) -> N
     """D8: the state dir is on a read-only mount (a tmpfs remounted ro in a private mount
     namespace): `status` and `sessions` work; `cancel` says the dir cannot be written and that
     read-only commands still work (exit 2); no file is created there."""
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"], check=False).returncode:
-        pytest.skip("needs unshare -rm (user and mount namespaces) to mount a read-only tmpfs")
+    require_unshare(("-rm",), "user and mount namespaces, to mount a read-only tmpfs")
     mnt, out = tmp_path / "mnt", tmp_path / "out"
     mnt.mkdir()
     out.mkdir()
@@ -140,8 +139,7 @@ def test_status_shows_a_live_monitor_with_its_heartbeat(tmp_path: Path) -> None:
 def test_cancel_from_a_second_host_is_refused_naming_the_monitor_host(tmp_path: Path) -> None:
     """R6: a monitor on this host holds the session; `autoexp cancel` run under another host name (a
     private UTS namespace) is refused, naming this host, exit 2; the job's status is unchanged."""
-    if subprocess.run(["unshare", "-r", "--uts", "true"], check=False).returncode:
-        pytest.skip("needs unshare --uts (a private host name) to play the second login node")
+    require_unshare(("-r", "--uts"), "a private host name, to play the second login node")
     state = tmp_path / "state"
     make_session(state, pid=os.getpid(), heartbeat_age_s=1)
     env = {**os.environ, "PYTHONPATH": os.getcwd()}

@@ -3,16 +3,10 @@ private mount namespace) loses no write, and a deleted or replaced autoexp.db is
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from oellm_autoexp.adapters.store import SQLiteStore
 
@@ -42,61 +36,15 @@ with SQLiteStore(state) as again:
     reasons = [d.reason for d in again.decisions_for_job(job.id)]
 (out / "result.json").write_text(json.dumps({"results": results, "reasons": reasons, "said": said}))
 """
-MOUNT_AND_RUN = 'set -e; mount -t tmpfs -o size=1m tmpfs "$1"; "$3" "$4" "$1" "$2"'
 
 
-def run_on_full_tmpfs(tmp_path: Path, program: str) -> dict[str, Any]:
-    """Run `program` (Python; argv: state dir on a fresh 1 MiB tmpfs, out dir) in a private mount
-    namespace; the JSON it wrote to out/result.json."""
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"], check=False).returncode:
-        pytest.skip("needs unshare -rm (user and mount namespaces) to mount a small tmpfs")
-    mnt, out, script = tmp_path / "mnt", tmp_path / "out", tmp_path / "run.py"
-    mnt.mkdir()
-    out.mkdir()
-    script.write_text(program, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    argv = [
-        "unshare",
-        "-rm",
-        "bash",
-        "-c",
-        MOUNT_AND_RUN,
-        "-",
-        str(mnt),
-        str(out),
-        sys.executable,
-        str(script),
-    ]
-    subprocess.run(argv, env=env, check=True, timeout=120, cwd=tmp_path)
-    result: dict[str, Any] = json.loads((out / "result.json").read_text())
-    return result
-
-
-def test_full_filesystem_keeps_every_decision_in_order(tmp_path: Path) -> None:
+def test_full_filesystem_keeps_every_decision_in_order(
+    on_full_tmpfs: Callable[[str], dict[str, Any]],
+) -> None:
     """D9: the state dir's filesystem is full: decisions are kept in memory (write() returns None),
     flush() fails while full, the warning is said once a minute (2 warnings over 61 s for 5
     failed writes); once space is back, flush() saves them all, in order, and new writes go through."""
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"], check=False).returncode:
-        pytest.skip("needs unshare -rm (user and mount namespaces) to mount a small tmpfs")
-    mnt, out, script = tmp_path / "mnt", tmp_path / "out", tmp_path / "run.py"
-    mnt.mkdir()
-    out.mkdir()
-    script.write_text(FULL_DISK_RUN, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    argv = [
-        "unshare",
-        "-rm",
-        "bash",
-        "-c",
-        MOUNT_AND_RUN,
-        "-",
-        str(mnt),
-        str(out),
-        sys.executable,
-        str(script),
-    ]
-    subprocess.run(argv, env=env, check=True, timeout=120)
-    result = json.loads((out / "result.json").read_text())
+    result = on_full_tmpfs(FULL_DISK_RUN)
     assert result["results"] == [None, None, None, None, False, None, 5, True, True]
     assert result["reasons"] == ["d0", "d1", "d2", "d3", "d4", "d5"]
     warnings = [s for s in result["said"] if s.startswith("warning: cannot write")]
@@ -134,11 +82,13 @@ local_jobs = sorted(p.name for p in (state / "local_jobs").glob("*")) if (state 
 """
 
 
-def test_no_submission_while_the_state_dir_is_full(tmp_path: Path) -> None:
+def test_no_submission_while_the_state_dir_is_full(
+    tmp_path: Path, on_full_tmpfs: Callable[[str], dict[str, Any]]
+) -> None:
     """D9: with the state dir's filesystem full, the submitter records no intent and so starts no
     job (a job the store cannot remember is never started): it says why and retries later. And
     `autoexp submit` there stops with one line naming the state dir, exit 1, no traceback."""
-    result = run_on_full_tmpfs(tmp_path, SUBMIT_ON_FULL_DISK)
+    result = on_full_tmpfs(SUBMIT_ON_FULL_DISK)
     assert result["attempt"] is None and result["due"] is True
     assert "the state dir is full, cannot record attempt 1" in result["said"][0]
     assert result["attempts"] == 0 and result["local_jobs"] in ([], ["counter"])

@@ -171,13 +171,7 @@ def test_interval_overlapping_an_async_save_is_not_sampled() -> None:
 
 def test_progress_detail_names_the_save() -> None:
     """A no_progress verdict during a save says the save's grace was the limit."""
-    config = HangConfig(
-        no_output_timeout_s=10_000.0,
-        progress_factor=3.0,
-        progress_floor_s=20.0,
-        checkpoint_grace_s=500.0,
-        startup_timeout_s=1000.0,
-    )
+    config = CONFIG.model_copy(update={"no_output_timeout_s": 10_000.0})  # the no-output clock out of the way
     state = replay(
         [*iterations(10.0, 4), (100.0, CheckpointStart()), *[(float(t), Output()) for t in range(101, 700)]]
     )
