@@ -12,7 +12,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_readme_tables_match_the_newest_results_files() -> None:
     """`benchmarks/tables.py --check` finds every table written from its newest results file."""
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "tables.py"), "--check"], capture_output=True, text=True
+        [sys.executable, str(ROOT / "benchmarks" / "tables.py"), "--check"],
+        check=False,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "up to date" in proc.stdout
