@@ -234,8 +234,10 @@ class Monitor:
     def _finished(self) -> bool:
         # A job stopped from outside (`autoexp cancel`) or by a decision that cancelled it is not
         # finished until its attempt's end is seen: that end is recorded and judged too.
-        watched = {live.runtime.job.id for live in self._live.values()}
-        active = [j for j in self._runtimes if j in watched or self._job_status(j) == JobStatus.ACTIVE.value]
+        # Runs after every event: a watched job answers without asking the store.
+        if self._live:
+            return False
+        active = [j for j in self._runtimes if self._job_status(j) == JobStatus.ACTIVE.value]
         return not active and not self._submitter.has_due()
 
     def _job_status(self, job_id: int) -> str:
@@ -612,8 +614,9 @@ class Monitor:
         if live is not None:
             kept = len(live.view.classifier.signals)
             self._classify(live, event.lines, now)
+            # The read's time and the tailer's consumed offset, in one commit.
             self._record_read_time(live, event, now, has_signal=len(live.view.classifier.signals) > kept)
-        if self._tailer is not None:
+        elif self._tailer is not None:
             self._tailer.commit(event)
 
     def _classify(self, live: LiveAttempt, lines: tuple[str, ...], now: float) -> None:
@@ -658,11 +661,13 @@ class Monitor:
         last = live.last_read
         if last is not None and coalesces(last, event.start_offset, now, has_signal):
             self.store.record_log_read(live.attempt.id, last.start_offset, event.end_offset,
-                                       read_at=utc(last.read_at_s), extend=last.row_id)  # fmt: skip
+                                       read_at=utc(last.read_at_s), extend=last.row_id,
+                                       consumed=(event.path, event.inode))  # fmt: skip
             live.last_read = extended(last, event.end_offset)
             return
         row_id = self.store.record_log_read(live.attempt.id, event.start_offset, event.end_offset,
-                                            read_at=utc(now), extend=None)  # fmt: skip
+                                            read_at=utc(now), extend=None,
+                                            consumed=(event.path, event.inode))  # fmt: skip
         live.last_read = ReadMark(row_id, event.start_offset, event.end_offset, now, has_signal)
 
     # -- output ---------------------------------------------------------------------------------
