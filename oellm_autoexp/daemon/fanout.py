@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from pathlib import Path
 
 from oellm_autoexp.adapters.executor import Executor, ExecutorError
 from oellm_autoexp.adapters.slurm_executor import SlurmExecutor
@@ -63,10 +64,15 @@ def applies(rt: JobRuntime) -> bool:
     return isinstance(rt.executor, SlurmExecutor) and has_strategies(rt.plan.config.slurm)
 
 
-def estimate_all(executor: SlurmExecutor, plan: JobPlan, extra: Sequence[str]) -> list[Candidate]:
-    """Every strategy variant of the plan with its `--test-only` estimate, ranked (refused last)."""
+def estimate_all(
+    executor: SlurmExecutor, plan: JobPlan, extra: Sequence[str], script: Path | None = None
+) -> list[Candidate]:
+    """Every strategy variant of the plan with its `--test-only` estimate, ranked (refused last).
+
+    `script`: the rendered script to test (default: the plan's, written to its place).
+    """
     slurm = plan.config.slurm
-    script = write_script(plan)
+    script = script or write_script(plan)
     found = []
     for strategy in variants(slurm, job_strategies(slurm)):
         args = [*plan.sbatch_args, *extra, *submission_args(slurm, strategy)[0]]
