@@ -142,8 +142,26 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "poll_1000_jobs": poll_1000_jobs,
     "classify_throughput": classify_throughput,
     "replay": replay,
+    "time_to_gpu": time_to_gpu,
 }
 DOC_RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"classify_engines": classify_engines}
+
+
+def time_to_gpu(d: dict[str, Any]) -> list[str]:
+    load = ", ".join(
+        f"{p}: {v['queued']} queued, {v['seconds'][0]:g}-{v['seconds'][1]:g} s jobs"
+        for p, v in d["load"].items()
+    )
+    winners = ", ".join(f"{p} {n}" for p, n in d["fan_out_winners"].items())
+    return [
+        f"{d['trials']} trials per arm, interleaved; poll {d['poll_s']:g} s; scripted load ({load}).", "",
+        "| submit → RUNNING | p50 | p90 | p99 | n |", "|---|---|---|---|---|",
+        f"| baseline: one strategy (partition a100) | {_pcts(d['one_strategy'])} |",
+        f"| ours: fan-out over a100, h100, a100_spill | {_pcts(d['fan_out'])} |", "",
+        f"Fan-out winners: {winners}. Losers still running after their cancel: {d['losers_running_after_cancel']}.",
+    ]  # fmt: skip
+
+
 FILE_OF = {"classify_engines": "classify_throughput"}
 
 

@@ -137,7 +137,7 @@ def test_free_partition_wins_losers_are_cancelled_in_the_same_poll_and_a_gpu_mis
         and "cancelled after" in decisions[0].reason
     )
     losers = [c.executor_job_id or "" for c in cands.values() if c.outcome == "cancelled"]
-    states = slurm(slurm_env, "sacct", "-n", "-X", "-P", "-o", "State", "-j", ",".join(losers)).split()
+    states = slurm(slurm_env, "sacct", "-n", "-X", "-P", "-o", "State", "-j", ",".join(losers)).splitlines()
     assert states and all(s.startswith("CANCELLED") for s in states)
     assert slurm(slurm_env, "squeue", "-h", "-j", blocker, "-o", "%T") == "RUNNING"
     status = autoexp(tmp_path, slurm_env, "status")
