@@ -17,6 +17,7 @@ see the same kind of cluster. Trials alternate:
 
 from __future__ import annotations
 
+import argparse
 import random
 import subprocess
 import threading
@@ -42,7 +43,8 @@ class Load:
     """Keeps each partition's queue topped up with 1-GPU sleep jobs (a thread; ids kept for cleanup)."""
 
     def __init__(self, tmp: Path) -> None:
-        self.tmp, self.ids, self.stop = tmp, [], threading.Event()
+        self.tmp, self.stop = tmp, threading.Event()
+        self.ids: list[str] = []
         self.rng = random.Random(SEED)
         self.thread = threading.Thread(target=self._run, name="load", daemon=True)
 
@@ -92,8 +94,12 @@ def trial(executor: SlurmExecutor, script: Path, partitions: tuple[str, ...]) ->
     return {"waited_s": TRIAL_CAP_S, "winner": None, "losers_running": 0}
 
 
+def _add_trials(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trials", type=int, default=12, help="trials per arm")
+
+
 def main() -> None:
-    args = parse_args(__doc__, lambda p: p.add_argument("--trials", type=int, default=12))
+    args = parse_args(__doc__, _add_trials)
     require_slurm()
     trials = 3 if args.quick else args.trials
     report = Report()

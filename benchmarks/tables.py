@@ -135,18 +135,6 @@ def replay(d: dict[str, Any]) -> list[str]:
             "", f"Ratio {d['ratio']:.2f}."]  # fmt: skip
 
 
-RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
-    "fatal_to_decision": fatal_to_decision,
-    "fatal_to_resubmit": fatal_to_resubmit,
-    "hang_detection": hang_detection,
-    "poll_1000_jobs": poll_1000_jobs,
-    "classify_throughput": classify_throughput,
-    "replay": replay,
-    "time_to_gpu": time_to_gpu,
-}
-DOC_RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"classify_engines": classify_engines}
-
-
 def time_to_gpu(d: dict[str, Any]) -> list[str]:
     load = ", ".join(
         f"{p}: {v['queued']} queued, {v['seconds'][0]:g}-{v['seconds'][1]:g} s jobs"
@@ -160,6 +148,18 @@ def time_to_gpu(d: dict[str, Any]) -> list[str]:
         f"| ours: fan-out over a100, h100, a100_spill | {_pcts(d['fan_out'])} |", "",
         f"Fan-out winners: {winners}. Losers still running after their cancel: {d['losers_running_after_cancel']}.",
     ]  # fmt: skip
+
+
+RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+    "fatal_to_decision": fatal_to_decision,
+    "fatal_to_resubmit": fatal_to_resubmit,
+    "hang_detection": hang_detection,
+    "poll_1000_jobs": poll_1000_jobs,
+    "classify_throughput": classify_throughput,
+    "replay": replay,
+    "time_to_gpu": time_to_gpu,
+}
+DOC_RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"classify_engines": classify_engines}
 
 
 FILE_OF = {"classify_engines": "classify_throughput"}
