@@ -68,7 +68,16 @@ def slurm(env: dict[str, str], *argv: str) -> str:
 def block_a100(env: dict[str, str]) -> str:
     """A job holding both a100 GPUs for 10 minutes; returns once it runs."""
     job = slurm(
-        env, "sbatch", "--parsable", "-p", "a100", "--gres=gpu:a100:2", "--time=10", "--wrap", "sleep 600"
+        env,
+        "sbatch",
+        "--parsable",
+        "-p",
+        "a100",
+        "--gres=gpu:a100:2",
+        "--time=10",
+        "--output=/dev/null",
+        "--wrap",
+        "sleep 600",
     )
     deadline = time.monotonic() + 30
     while slurm(env, "squeue", "-h", "-j", job, "-o", "%T") != "RUNNING" and time.monotonic() < deadline:
@@ -196,3 +205,28 @@ def test_backfill_fit_runs_in_segments_that_resume_from_the_checkpoint(
     assert resumed > 0 and "Job completed successfully" in logs[-1]
     status = autoexp(tmp_path, slurm_env, "status")
     assert "elapsed" in status.stdout
+
+
+def test_a_race_left_by_a_submit_without_monitor_is_resumed_without_a_second_submission(
+    tmp_path: Path, slurm_env: dict[str, str]
+) -> None:
+    """`submit --no-monitor` leaves queued candidates; the monitor resumes that race and submits nothing new."""
+    block_a100(slurm_env)
+    done = tmp_path / "job.sh"
+    done.write_text("#!/bin/bash\nsleep 1\necho 'Job completed successfully'\n", encoding="utf-8")
+    done.chmod(0o755)
+    path = experiment(tmp_path, [str(done)], {
+        "strategies": [{"name": "a100", "partition": "a100", "gpu_type": "a100"},
+                       {"name": "h100", "partition": "h100", "gpu_type": "h100"}],
+        "allocation": {"fan_out": 2},
+    })  # fmt: skip
+    submitted = autoexp(tmp_path, slurm_env, "submit", str(path), "--no-monitor")
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    resumed = autoexp(tmp_path, slurm_env, "monitor-session", "--session-id", "1")
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+    assert "fan-out resumed" in resumed.stdout
+    with SQLiteStore(tmp_path / "state") as store:
+        attempts = store.attempts_for_session(1)
+        cands = candidates_for_attempt(store, attempts[0].id)
+    assert len(attempts) == 1 and len(cands) == 2
+    assert {c.strategy: c.outcome for c in cands} == {"h100": "won", "a100": "cancelled"}
