@@ -140,6 +140,21 @@ def replay(d: dict[str, Any]) -> list[str]:
             "", f"Ratio {d['ratio']:.2f}."]  # fmt: skip
 
 
+def time_to_gpu(d: dict[str, Any]) -> list[str]:
+    load = ", ".join(
+        f"{p}: {v['queued']} queued, {v['seconds'][0]:g}-{v['seconds'][1]:g} s jobs"
+        for p, v in d["load"].items()
+    )
+    winners = ", ".join(f"{p} {n}" for p, n in d["fan_out_winners"].items())
+    return [
+        f"{d['trials']} trials per arm, interleaved; poll {d['poll_s']:g} s; scripted load ({load}).", "",
+        "| submit → RUNNING | p50 | p90 | p99 | n |", "|---|---|---|---|---|",
+        f"| baseline: one strategy (partition a100) | {_pcts(d['one_strategy'])} |",
+        f"| ours: fan-out over a100, h100, a100_spill | {_pcts(d['fan_out'])} |", "",
+        f"Fan-out winners: {winners}. Losers still running after their cancel: {d['losers_running_after_cancel']}.",
+    ]  # fmt: skip
+
+
 # One line per benchmark naming its main figures: the previous run's is shown where it differs.
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "fatal_to_decision": lambda d: (
@@ -163,6 +178,9 @@ HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "classify_throughput": lambda d: (
         f"healthy: ours {d['healthy']['mb_s']['ours']['median']:.1f} MB/s, upstream "
         f"{d['healthy']['mb_s']['upstream']['median']:.1f} MB/s (median x{d['healthy']['ratio_ours_upstream']['median']:.1f})"
+    ),
+    "time_to_gpu": lambda d: (
+        f"submit → RUNNING p50: one strategy {_s(d['one_strategy'].get('p50'))}, fan-out {_s(d['fan_out'].get('p50'))}"
     ),
     "replay": lambda d: (
         f"replay {d['replay_s']:.2f} s, classify {d['classify_s']:.2f} s, ratio {d['ratio']:.2f}"
@@ -190,8 +208,11 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "poll_1000_jobs": poll_1000_jobs,
     "classify_throughput": classify_throughput,
     "replay": replay,
+    "time_to_gpu": time_to_gpu,
 }
 DOC_RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"classify_engines": classify_engines}
+
+
 FILE_OF = {"classify_engines": "classify_throughput"}
 
 

@@ -62,9 +62,10 @@ def unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def _bring_up_cluster() -> Path:
+def _bring_up_cluster(settings: dict[str, str] | None = None) -> Path:
     env = dict(os.environ)
     env.setdefault("SLURM_LOCAL_NODES", TEST_CLUSTER_NODES)
+    env.update(settings or {})
     try:
         proc = subprocess.run(
             [str(SLURM_LOCAL_SH), "up"],
@@ -97,6 +98,34 @@ def slurm_cluster() -> SlurmCluster:
         unavailable(f"Slurm config {conf} does not exist")
     os.environ["SLURM_CONF"] = str(conf)
     return SlurmCluster(conf=conf, partition=os.environ.get("SLURM_LOCAL_PARTITION", "debug"))
+
+
+# A second cluster of our own for the allocation-strategy tests (docs/strategies.md): three nodes of
+# 2 GPUs, node1 a100, node2-3 h100; partition a100 (node1), h100 (node2) and a100_spill (node3:
+# its name says a100, it hands out h100). Its own dir, ports and name: the shared cluster is untouched.
+STRATEGY_CLUSTER = {
+    "SLURM_LOCAL_DIR": "/var/lib/slurm-strategies",
+    "SLURM_LOCAL_PORT_BASE": "7917",
+    "SLURM_LOCAL_CLUSTER": "strategies",
+    "SLURM_LOCAL_PARTITION": "any",
+    "SLURM_LOCAL_LINK_ETC": "0",
+    "SLURM_LOCAL_NODES": "3",
+    "SLURM_LOCAL_GPUS": "2",
+    "SLURM_LOCAL_GPU_TYPES": "a100 h100 h100",
+    "SLURM_LOCAL_EXTRA_CONF": "\n".join(
+        f"PartitionName={name} Nodes={nodes} MaxTime=INFINITE State=UP"
+        for name, nodes in (("a100", "node1"), ("h100", "node2"), ("a100_spill", "node3"))
+    ),
+}
+
+
+@pytest.fixture(scope="session")
+def strategy_cluster() -> Path:
+    """The strategies cluster (STRATEGY_CLUSTER), brought up once per run; its slurm.conf.
+
+    Tests pass ``SLURM_CONF=<this>`` to the commands they run; the shared cluster stays the default.
+    """
+    return _bring_up_cluster(STRATEGY_CLUSTER)
 
 
 @functools.cache

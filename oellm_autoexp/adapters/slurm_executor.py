@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 
 from oellm_autoexp.adapters import command_timing
@@ -27,12 +28,14 @@ from oellm_autoexp.core.slurm_parse import (
     SEP,
     SQUEUE_FORMAT,
     find_comment,
+    parse_job_gpu_types,
     parse_sacct,
     parse_sbatch_parsable,
     parse_squeue,
     parse_squeue_tagged,
 )
 from oellm_autoexp.core.spend import SPEND_SACCT_FORMAT, AttemptUsage, parse_usage
+from oellm_autoexp.core.strategies import Estimate, parse_test_only
 from oellm_autoexp.core.strays import TAG_PREFIX, TaggedJob
 
 COMMAND_TIMEOUT_S = 30.0
@@ -40,6 +43,9 @@ COMMAND_TIMEOUT_S = 30.0
 # loop runs every few seconds; busy controllers lag more).
 CONTROLLER_LAG_S = 15.0
 # Printed by squeue/scancel for ids the controller has already forgotten (MinJobAge).
+# sbatch's answers for a shape the cluster can never give (not "busy": impossible).
+_REFUSED = ("Requested node configuration is not available", "Invalid partition", "Invalid generic resource",
+            "Invalid account", "Invalid qos")  # fmt: skip
 _FORGOTTEN = ("Invalid job id", "already completing or completed", "Job/step already")
 
 
@@ -156,8 +162,11 @@ class SlurmExecutor:
         return found
 
     def cancel(self, job_id: str) -> None:
+        self._scancel([job_id])
+
+    def _scancel(self, job_ids: list[str]) -> None:
         try:
-            run_slurm_command(["scancel", job_id], self.timeout_s)
+            run_slurm_command(["scancel", *job_ids], self.timeout_s)
         except ExecutorError as exc:
             if not any(text in str(exc) for text in _FORGOTTEN):
                 raise
@@ -173,6 +182,31 @@ class SlurmExecutor:
         argv = ["sacct", "--allocations", "--duplicates", "--noheader", "--parsable2",
                 "--format", SPEND_SACCT_FORMAT, "--jobs", ",".join(dict.fromkeys(job_ids))]  # fmt: skip
         return parse_usage(run_slurm_command(argv, self.timeout_s).stdout)
+
+    def estimate(self, script: Path, extra_args: Sequence[str] = ()) -> Estimate:
+        """When Slurm expects this submission to start (`sbatch --test-only`; nothing is queued).
+
+        A refused shape is `refused`; a command that fails otherwise, or says no start, is "unknown".
+        """
+        argv = ["sbatch", "--test-only", *extra_args, str(script)]
+        try:
+            done = run_slurm_command(argv, self.timeout_s)
+        except ExecutorTimeout as exc:
+            return Estimate(None, note=str(exc))
+        except ExecutorError as exc:
+            refused = any(text in str(exc) for text in _REFUSED)
+            return Estimate(None, note=str(exc).split(": ", 1)[-1][:200], refused=refused)
+        return parse_test_only(done.stderr + done.stdout, tz=datetime.now().astimezone().tzinfo)
+
+    def cancel_many(self, job_ids: Sequence[str]) -> None:
+        """Cancel several jobs with ONE scancel (a fan-out's losers in the poll that found the winner)."""
+        if job_ids:
+            self._scancel(list(job_ids))
+
+    def allocated_gpu_types(self, job_id: str) -> tuple[str, ...]:
+        """The GPU types a running job was given (`scontrol show job -d`: JOB_GRES); () if untyped."""
+        done = run_slurm_command(["scontrol", "show", "job", "-d", job_id], self.timeout_s)
+        return parse_job_gpu_types(done.stdout)
 
     def update_excluded_nodes(self, job_id: str, nodes: str) -> None:
         """Set a PENDING job's excluded nodes (`nodes` is the whole list: it replaces, not adds)."""

@@ -203,6 +203,10 @@ class SQLiteStore:
         with self._write_sessions() as db, db.begin():
             yield db
 
+    # The store's companion modules (store_candidates.py) use these for their own tables.
+    reading = _read
+    writing = _write
+
     def schema_version(self) -> int:
         """The database's PRAGMA user_version (SCHEMA_VERSION once opened)."""
         with self._read() as db:

@@ -209,6 +209,32 @@ class ExclusionRow(Base):
     expires_at: Mapped[datetime] = mapped_column()  # after this the node may be used again (UTC)
 
 
+class CandidateRow(Base):
+    """One queued submission of a fanned-out attempt (added in v5; daemon/fanout.py).
+
+    An attempt with strategies is submitted as its best K candidates at once; the first to run
+    becomes the attempt's job (attempts.executor_job_id), the others are cancelled.
+    """
+
+    __tablename__ = "candidates"
+    __table_args__ = (Index("ix_candidates_attempt_id", "attempt_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # surrogate key
+    attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))  # whose race
+    rank: Mapped[int] = mapped_column()  # 0 = best-ranked (core/strategies.py rank)
+    strategy: Mapped[str] = mapped_column(String(200))  # the strategy's label (name, /segNm if segmented)
+    strategy_json: Mapped[dict[str, Any]] = mapped_column()  # its shape and the sbatch args it was sent with
+    submit_tag: Mapped[str] = mapped_column(String(200), unique=True)  # its sbatch --comment
+    intent: Mapped[str] = mapped_column(String(16))  # Intent: intended -> submitted | abandoned
+    executor_job_id: Mapped[str | None] = mapped_column(String(64))  # Slurm job id; NULL before sbatch
+    estimate: Mapped[str] = mapped_column(Text, default="")  # --test-only's start (ISO) or "unknown (...)"
+    intended_at: Mapped[datetime] = mapped_column()  # recorded before its sbatch (UTC)
+    submitted_at: Mapped[datetime | None] = mapped_column()  # when sbatch returned its id
+    closed_at: Mapped[datetime | None] = mapped_column()  # when it won, was cancelled or dropped out
+    outcome: Mapped[str] = mapped_column(String(16))  # queued | won | cancelled | out | abandoned
+    gpu_types: Mapped[str | None] = mapped_column(String(200))  # GPU types Slurm allocated (the winner)
+
+
 def _v1_to_v2(conn: Connection) -> None:
     """v2: attempts remember training progress; the log tailer persists its offsets."""
     conn.exec_driver_sql("ALTER TABLE attempts ADD COLUMN last_iteration INTEGER")
@@ -254,8 +280,33 @@ def _v3_to_v4(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX ix_exclusions_job_id ON exclusions (job_id)")
 
 
+def _v4_to_v5(conn: Connection) -> None:
+    """v5: the candidates of fanned-out attempts (allocation strategies, docs/strategies.md)."""
+    conn.exec_driver_sql(
+        "CREATE TABLE candidates ("
+        " id INTEGER NOT NULL,"
+        " attempt_id INTEGER NOT NULL,"
+        " rank INTEGER NOT NULL,"
+        " strategy VARCHAR(200) NOT NULL,"
+        " strategy_json JSON NOT NULL,"
+        " submit_tag VARCHAR(200) NOT NULL,"
+        " intent VARCHAR(16) NOT NULL,"
+        " executor_job_id VARCHAR(64),"
+        " estimate TEXT NOT NULL,"
+        " intended_at VARCHAR(32) NOT NULL,"
+        " submitted_at VARCHAR(32),"
+        " closed_at VARCHAR(32),"
+        " outcome VARCHAR(16) NOT NULL,"
+        " gpu_types VARCHAR(200),"
+        " PRIMARY KEY (id),"
+        " UNIQUE (submit_tag),"
+        " FOREIGN KEY(attempt_id) REFERENCES attempts (id) ON DELETE CASCADE)"
+    )
+    conn.exec_driver_sql("CREATE INDEX ix_candidates_attempt_id ON candidates (attempt_id)")
+
+
 # MIGRATIONS[i] upgrades a database from version i + 1 to version i + 2.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2, _v2_to_v3, _v3_to_v4)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5)
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 
 

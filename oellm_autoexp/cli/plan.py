@@ -6,7 +6,11 @@ import argparse
 import json
 from typing import Any
 
+from oellm_autoexp.adapters.slurm_executor import SlurmExecutor
+from oellm_autoexp.adapters.submission import slurm_timeout_s
 from oellm_autoexp.cli._common import add_config_args, load_plans
+from oellm_autoexp.cli._strategy_views import PLAN_COLUMNS, plan_strategy_rows
+from oellm_autoexp.cli._views import render_table
 from oellm_autoexp.core.plan import JobPlan
 
 
@@ -15,6 +19,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_config_args(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable, scripts included")
     parser.add_argument("--scripts", action="store_true", help="also print each rendered script")
+    parser.add_argument(
+        "--strategies",
+        action="store_true",
+        help="rank the allocation strategies by Slurm's --test-only start",
+    )
     parser.set_defaults(func=plan_command)
 
 
@@ -43,4 +52,7 @@ def plan_command(args: argparse.Namespace) -> int:
         print(f"      log {plan.log_path}   checkpoints {plan.checkpoint_dir}")
         if args.scripts:
             print(plan.script)
+        if args.strategies:
+            rows = plan_strategy_rows(plan, SlurmExecutor(timeout_s=slurm_timeout_s()))
+            print(render_table(rows, PLAN_COLUMNS) if rows else "      (no slurm.strategies)")
     return 0

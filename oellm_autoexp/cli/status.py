@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from oellm_autoexp.adapters.store import SessionInfo, SessionStatus, SQLiteStore
 from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_store, resume_command
+from oellm_autoexp.cli._strategy_views import ATTEMPT_COLUMNS, attempt_strategy_rows, elapsed_lines
 from oellm_autoexp.cli._views import exclusion_lines, explain_lines, job_row, render_table
 from oellm_autoexp.daemon.session_lock import Liveness, monitor_liveness
 
@@ -67,6 +68,12 @@ def status_command(args: argparse.Namespace) -> int:
             print(f"session {session.id} ({session.name}): {session.status}")
             print(monitor_line(session, live, resume))
             print(render_table(rows, STATUS_COLUMNS))
+            strategy_rows = attempt_strategy_rows(store, session.id)
+            if strategy_rows:
+                print("allocation strategies:")
+                print(render_table(strategy_rows, ATTEMPT_COLUMNS))
+            for line in elapsed_lines(store, session.id):
+                print(line)
             if excluded:
                 print("excluded nodes:")
                 print("\n".join(exclusion_lines(excluded, now)))

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from oellm_autoexp.config.strategy_check import strategy_problem
+
 # sbatch reads `#SBATCH` lines itself; a newline in a value would start a new
 # line of the script, which bash would run. Control characters are refused.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -68,6 +70,49 @@ class SignalConfig(StrictModel):
     )
 
 
+class StrategyConfig(StrictModel):
+    """One allocation strategy (docs/strategies.md); unset fields come from the slurm section."""
+
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$", description="default: s<N>")
+    partition: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+    gpu_type: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+    type_in_request: bool = Field(
+        default=True, description="false: --gres=gpu:N, the partition picks the type"
+    )
+    nodes: int | None = Field(default=None, ge=1)
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    time_min: int | None = Field(default=None, ge=1, description="default: allocation.time_min")
+    account: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+    qos: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+
+
+class GpuTypeConfig(StrictModel):
+    """One GPU type of the cluster: its nodes' GPU count, its rate, the partitions that hold it."""
+
+    gpus_per_node: int = Field(ge=1)
+    cost_per_gpu_hour: float = Field(default=1.0, ge=0, description="service units per GPU-hour")
+    partitions: list[str] = Field(default_factory=list)
+
+
+class AllocationConfig(StrictModel):
+    """How the strategies are used: how many at once, backfill segments (docs/strategies.md)."""
+
+    fan_out: int = Field(default=1, ge=1, le=16, description="submit the best K strategies at once")
+    derive: bool = Field(default=False, description="add every valid shape of slurm.gpu_types")
+    time_min: int | None = Field(default=None, ge=1, description="the run's walltime; default: sbatch.time")
+    segment_minutes: list[int] = Field(
+        default_factory=list, description="shorter walltimes to try (backfill), run as checkpointed segments"
+    )
+    save_buffer_s: int = Field(default=300, ge=1, description="a segment's warning before its end (>= 60 s)")
+
+    @field_validator("segment_minutes")
+    @classmethod
+    def _positive(cls, value: list[int]) -> list[int]:
+        if any(m < 1 for m in value):
+            raise ValueError("segment lengths are whole minutes >= 1")
+        return value
+
+
 class SlurmConfig(StrictModel):
     nodes: int = Field(default=1, ge=1)
     gpus_per_node: int = Field(default=0, ge=0, description="also sets --gres=gpu:N unless given")
@@ -90,6 +135,16 @@ class SlurmConfig(StrictModel):
         default="srun", description="under Slurm, start one task per node with srun"
     )
     log_name: str = Field(default="slurm-%j.out", description="file name under <output_dir>/logs")
+    strategies: list[StrategyConfig] = Field(default_factory=list, description="allocation alternatives")
+    gpu_types: dict[str, GpuTypeConfig] = Field(default_factory=dict, description="the cluster's GPU types")
+    allocation: AllocationConfig = Field(default_factory=AllocationConfig)
+
+    @model_validator(mode="after")
+    def _strategies_fit(self) -> SlurmConfig:
+        problem = strategy_problem(self)
+        if problem:
+            raise ValueError(problem)
+        return self
 
     @field_validator("sbatch")
     @classmethod

@@ -177,3 +177,22 @@ def find_comment(text: str, comment: str) -> str | None:
         if sep and found.strip() == comment:
             return job_id.strip()
     return None
+
+
+_JOB_GRES = re.compile(r"\bJOB_GRES=(\S+)")
+
+
+def parse_job_gpu_types(text: str) -> tuple[str, ...]:
+    """The GPU types a job was given, from `scontrol show job -d` (`JOB_GRES=gpu:h100:1`).
+
+    An untyped allocation (`gpu:2`) or a job without GPUs gives ().
+    """
+    found = _JOB_GRES.search(text)
+    if found is None:
+        return ()
+    types = []
+    for item in found[1].split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] == "gpu" and len(parts) == 3:
+            types.append(parts[1])
+    return tuple(dict.fromkeys(types))

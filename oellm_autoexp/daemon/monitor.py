@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from oellm_autoexp.adapters.executor import ExecutorError
+from oellm_autoexp.adapters.executor import Executor, ExecutorError
 from oellm_autoexp.adapters.log_tail import LogEvent, LogLines, LogTailer
 from oellm_autoexp.adapters.snapshot import SNAPSHOT_FILENAME, write_snapshot
 from oellm_autoexp.adapters.store import (
@@ -238,7 +238,7 @@ class Monitor:
         if self._live:
             return False
         active = [j for j in self._runtimes if self._job_status(j) == JobStatus.ACTIVE.value]
-        return not active and not self._submitter.has_due()
+        return not active and not self._submitter.has_due() and not self._submitter.fanout.has_open()
 
     def _job_status(self, job_id: int) -> str:
         job = self.store.get_job(job_id)
@@ -374,11 +374,13 @@ class Monitor:
         for job_id, _ in self._submitter.take_due(now):
             if job_id in self._runtimes:
                 self._submit(self._runtimes[job_id], now)
-        by_executor: dict[str, list[LiveAttempt]] = {}
+        by_executor: dict[str, list[LiveAttempt]] = {name: [] for name in self._submitter.fanout.executors()}
         for live in list(self._live.values()):
             by_executor.setdefault(live.runtime.executor.name, []).append(live)
-        for lives in by_executor.values():
-            self._poll_executor(lives, now)
+        executors = {**{v[0].runtime.executor.name: v[0].runtime.executor for v in by_executor.values() if v},
+                     **self._submitter.fanout.executors()}  # fmt: skip
+        for name, lives in by_executor.items():
+            self._poll_executor(executors[name], lives, now)
         self._check_fatal_lines(now)
         self._check_hangs(now)
         self._observer.notice(Polled(tuple(self.session_ids), tuple(self._live.values()), now))
@@ -387,14 +389,16 @@ class Monitor:
         if self._dirty:
             self._write_snapshot()
 
-    def _poll_executor(self, lives: list[LiveAttempt], now: float) -> None:
-        executor = lives[0].runtime.executor
+    def _poll_executor(self, executor: Executor, lives: list[LiveAttempt], now: float) -> None:
+        racing = self._submitter.fanout.open_ids(executor.name)  # fan-out candidates: the same squeue
         try:
-            records, tagged = executor.query_tagged([live.executor_id for live in lives])
+            records, tagged = executor.query_tagged([live.executor_id for live in lives] + racing)
         except ExecutorError as exc:
             # No information this poll. A flaky controller is never a failed job.
             self._say(f"warning: could not query {executor.name}: {exc}; will retry")
             return
+        for rt, attempt in self._submitter.fanout.settle(executor.name, records, now):
+            lives.append(self._attach(rt, attempt, now))  # the winner, observed in this same poll
         for live in lives:
             record = records.get(live.executor_id)
             if record is not None:

@@ -31,6 +31,8 @@ from oellm_autoexp.core.job_status import JobStatus
 from oellm_autoexp.core.judge import attempt_overrides, previous_cause
 from oellm_autoexp.core.plan import JobPlan, log_path_for
 from oellm_autoexp.daemon.clock import utc
+from oellm_autoexp.daemon.fanout import FanOut
+from oellm_autoexp.daemon.fanout import applies as fanout_applies
 from oellm_autoexp.daemon.watch import JobRuntime, past_decisions
 from oellm_autoexp.errors import UserError
 
@@ -54,6 +56,7 @@ class Submitter:
         self._say = say
         self._due: dict[int, tuple[float, tuple[str, ...]]] = {}  # job id -> (when, --exclude nodes)
         self._retry = True  # the current submit() call's
+        self.fanout = FanOut(store, say, self.schedule)  # attempts with allocation strategies
 
     def schedule(self, job_id: int, at_s: float, exclude_nodes: tuple[str, ...]) -> None:
         self._due[job_id] = (at_s, exclude_nodes)
@@ -84,6 +87,8 @@ class Submitter:
         """
         self._retry = retry
         job = rt.job
+        if self.fanout.holds(rt, now):
+            return None  # an attempt's candidates are still racing (or were, before a restart)
         try:
             adopted = self._adopt_pending(rt, now)
         except ExecutorError as exc:
@@ -110,9 +115,13 @@ class Submitter:
                 rt, exclude_nodes, now, f"the state dir is full, cannot record attempt {attempt_no}"
             )
             return None
-        extra = [*first_only, f"--comment={tag}"]
+        extra = [*first_only]
         if exclude_nodes:
             extra.append(f"--exclude={','.join(exclude_nodes)}")
+        if fanout_applies(rt):
+            self._fan_out(rt, plan, attempt_id, extra, exclude_nodes, now)
+            return None  # the monitor watches the attempt once a candidate wins
+        extra.append(f"--comment={tag}")
         try:
             executor_id = submit_plan(rt.executor, plan, extra)
         except ExecutorError as exc:
@@ -140,6 +149,17 @@ class Submitter:
             return None
         self._say(f"✓ Submitted {job.name} attempt {attempt_no}: job {executor_id}")
         return self.store.latest_attempt(job.id)
+
+    def _fan_out(
+        self, rt: JobRuntime, plan: JobPlan, attempt_id: int, extra: list[str], exclude_nodes: tuple[str, ...],
+        now: float,
+    ) -> None:  # fmt: skip
+        attempt = next(a for a in self.store.attempts_for_job(rt.job.id) if a.id == attempt_id)
+        try:
+            self.fanout.launch(rt, plan, attempt, extra, now)
+        except ExecutorError as exc:
+            self.store.abandon_intent(attempt_id, now=utc(now))
+            self._retry_later(rt, exclude_nodes, now, str(exc))
 
     def _attempt_plan(self, rt: JobRuntime, attempt_no: int) -> JobPlan | None:
         """The attempt's own plan (core/attempt_plan.py); None, and the job stopped, if it cannot be made.
