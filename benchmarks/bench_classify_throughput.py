@@ -24,6 +24,7 @@ and last iteration; their progress signals must be a subset of the line loop's.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import statistics
@@ -279,13 +280,12 @@ def main() -> None:
         all(c["same_as_line_loop"].values()) for c in (healthy, dense)
     )
     out(verdict(f">= {GOAL_RATIO:g}x upstream on the healthy log (median of rounds), same signals", met))
-    import ahocorasick_rs
 
     save_result(
         "classify_throughput", args,
         {"goal": f">= {GOAL_RATIO:g}x upstream, healthy corpus, median of paired rounds", "goal_met": met,
          "patterns": len(patterns.patterns), "upstream_regexes": len(UPSTREAM_REGEXES),
-         "engine": f"ahocorasick_rs {getattr(ahocorasick_rs, '__version__', '?')}",
+         "engine": f"ahocorasick_rs {importlib.metadata.version('ahocorasick-rs')}",
          "load_avg_1min": [round(load_before[0], 2), round(load_after[0], 2)],
          "healthy": healthy, "dense": dense, "engines": engine_rows, "dense_fixtures": files},
         out.text,

@@ -1,4 +1,8 @@
-"""Fatal log line -> decision recorded, through the real Monitor (goal: p99 < 0.5 s on a local file).
+"""Fatal log line -> decision recorded, through the real Monitor (goal: p99 < fatal_settle_s + 0.5 s, local file).
+
+The monitor waits `fatal_settle_s` (5 s) after a job's first fatal line on purpose, so that
+the cause lines its ranks print after it are read before it judges (the multi-GPU root-cause
+issue); the goal is what it spends beyond that wait (it was p99 < 0.5 s before the wait existed).
 
 OURS: `autoexp run`'s path with the local executor: start_session submits N jobs
 (benchmarks/_fake_job.py), the real Monitor watches their logs (LogTailer on
@@ -39,7 +43,8 @@ from _common import (
     write_experiment,
 )
 
-GOAL_P99_S = 0.5
+GOAL_P99_S = 0.5  # beyond the settle window
+SETTLE_S = 5.0
 BASE_S = 3.0  # the monitor has seen every job RUNNING (local poll: 1 s) before its fatal line
 STAGGER_S = 0.6  # trials apart, so one decision does not queue behind another
 BASELINE_POLLS_S = (2.0, 10.0)
@@ -80,7 +85,7 @@ def main() -> None:
         work = Path(tmp)
         experiment = write_experiment(
             work, name="bench1", executor="local", job_args=["nccl-timeout", str(BASE_S), str(STAGGER_S)],
-            trials=trials, monitoring={"log_watch": "inotify"},
+            trials=trials, monitoring={"log_watch": "inotify", "fatal_settle_s": SETTLE_S},
         )  # fmt: skip
         from oellm_autoexp.adapters.pattern_files import load_patterns
 
@@ -147,11 +152,12 @@ def report(out: Report, args, rows: list[dict], finished: bool) -> None:
                 col(f"baseline_poll_{interval:g}s"),
             )
         )
-    met = len(ours) == len(rows) and bool(ours) and summary(ours)["p99"] < GOAL_P99_S
-    out(verdict(f"p99 < {GOAL_P99_S} s", met))
+    met = len(ours) == len(rows) and bool(ours) and summary(ours)["p99"] < SETTLE_S + GOAL_P99_S
+    out(verdict(f"p99 < fatal_settle_s ({SETTLE_S:g} s) + {GOAL_P99_S} s", met))
     save_result(
         "fatal_to_decision", args,
-        {"goal": f"p99 < {GOAL_P99_S} s", "goal_met": met,
+        {"goal": f"p99 < fatal_settle_s ({SETTLE_S:g} s) + {GOAL_P99_S} s", "goal_met": met,
+         "fatal_settle_s": SETTLE_S,
          "ours_decision": summary(ours), "ours_decided_at": summary(col("ours_decided_at_s")),
          "ours_resubmitted": summary(col("ours_resubmitted_s")),
          **{f"baseline_poll_{i:g}s": summary(col(f"baseline_poll_{i:g}s")) for i in BASELINE_POLLS_S},
