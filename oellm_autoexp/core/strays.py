@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from oellm_autoexp.core.job_state import JobState, is_alive
 
 TAG_PREFIX = "autoexp-"
-# submit_tag(): autoexp-<session>-<job>-<attempt>-<8 hex>
-_TAG = re.compile(r"^autoexp-(\d+)-(\d+)-(\d+)-[0-9a-f]{8}$")
+# submit_tag(): autoexp-<session>-<job>-<attempt>-<8 hex>; a fan-out candidate adds -c<N>
+# (daemon/fanout.py) and belongs to the same attempt.
+_TAG = re.compile(r"^(autoexp-(\d+)-(\d+)-(\d+)-[0-9a-f]{8})(?:-c\d+)?$")
 _UNCONFIRMED = "intended"
 _ABANDONED = "abandoned"
 
@@ -61,7 +62,13 @@ class Stray:
 def parse_tag(tag: str) -> tuple[int, int, int] | None:
     """`autoexp-3-7-2-1a2b3c4d` -> (session 3, job 7, attempt 2); None for any other comment."""
     match = _TAG.match(tag.strip())
-    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+    return (int(match[2]), int(match[3]), int(match[4])) if match else None
+
+
+def attempt_tag(tag: str) -> str:
+    """The attempt's own tag: a fan-out candidate's `-c<N>` dropped."""
+    match = _TAG.match(tag.strip())
+    return match[1] if match else tag
 
 
 def find_strays(
@@ -72,7 +79,7 @@ def find_strays(
     strays = []
     for job in tagged:
         parsed = parse_tag(job.tag)
-        attempt = by_tag.get(job.tag)
+        attempt = by_tag.get(attempt_tag(job.tag))
         if parsed is None or parsed[0] not in session_ids or attempt is None or not is_alive(job.state):
             # A tag this store never recorded may be another state dir's session of the same number.
             continue

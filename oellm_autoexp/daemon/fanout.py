@@ -48,6 +48,7 @@ from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.watch import JobRuntime
 
 FANOUT_ACTION = "none"  # a decision row no budget counts: the race is a fact, not a restart
+CANCEL_TRIES = 10  # polls a failed cancel of a losing candidate is retried before it is left to the user
 
 
 @dataclass
@@ -89,6 +90,9 @@ class FanOut:
         self._say = say
         self._schedule = schedule  # the submitter's: a race with no candidate left is retried
         self._races: dict[int, Race] = {}  # attempt id -> open race
+        # Losers whose scancel failed (a flaky controller): asked again at every poll, so that
+        # one attempt never keeps two running jobs. executor name -> (executor, job id -> tries left).
+        self._uncancelled: dict[str, tuple[Executor, dict[str, int]]] = {}
 
     def has_open(self) -> bool:
         return bool(self._races)
@@ -203,6 +207,7 @@ class FanOut:
 
         Returns the attempts whose winner is now their job: the monitor watches them from here on.
         """
+        self._retry_cancels(executor_name)
         won: list[tuple[JobRuntime, AttemptInfo]] = []
         for race in list(self._races.values()):
             if race.rt.executor.name != executor_name:
@@ -229,9 +234,11 @@ class FanOut:
         return self._crown(race, by_id[result.winner], [by_id[j] for j in result.cancel], records, now)
 
     def _cancel(self, race: Race, job_ids: Sequence[str]) -> None:
-        if not job_ids:
-            return
-        executor = race.rt.executor
+        if job_ids and not self._cancel_now(race.rt.executor, job_ids):
+            _, pending = self._uncancelled.setdefault(race.rt.executor.name, (race.rt.executor, {}))
+            pending.update(dict.fromkeys(job_ids, CANCEL_TRIES))
+
+    def _cancel_now(self, executor: Executor, job_ids: Sequence[str]) -> bool:
         try:
             if isinstance(executor, SlurmExecutor):
                 executor.cancel_many(job_ids)
@@ -240,6 +247,22 @@ class FanOut:
                     executor.cancel(job_id)
         except ExecutorError as exc:
             self._say(f"warning: cancelling fan-out candidates {', '.join(job_ids)} failed: {exc}")
+            return False
+        return True
+
+    def _retry_cancels(self, executor_name: str) -> None:
+        executor, pending = self._uncancelled.get(executor_name, (None, {}))
+        if executor is None or not pending:
+            return
+        if self._cancel_now(executor, list(pending)):
+            del self._uncancelled[executor_name]
+            return
+        for job_id in list(pending):
+            pending[job_id] -= 1
+            if pending[job_id] <= 0:
+                del pending[job_id]
+                self._say(f"ERROR: fan-out candidate {job_id} could not be cancelled after {CANCEL_TRIES} "
+                          f"polls: cancel it by hand (scancel {job_id})")  # fmt: skip
 
     def _crown(
         self, race: Race, winner: CandidateInfo, losers: list[CandidateInfo], records: Mapping[str, JobRecord],

@@ -73,3 +73,18 @@ def test_squeue_with_comments_gives_records_and_tags() -> None:
     assert records["10"].state is JobState.RUNNING and records["12_3"].nodes == ("node1", "node2")
     assert records["11"].state is JobState.PENDING
     assert comments == {"10": TAG1, "12_3": "note"}
+
+
+def test_fan_out_candidates_belong_to_their_attempt() -> None:
+    """Candidates (`-cN`) of a race still open are left alone; a loser still alive once another
+    candidate won, or once the attempt was given up, is a stray."""
+    assert parse_tag(f"{TAG2}-c3") == (1, 7, 2)
+    racing = [
+        TaggedJob("41", f"{TAG2}-c1", JobState.PENDING),
+        TaggedJob("42", f"{TAG2}-c2", JobState.RUNNING),
+    ]
+    assert find_strays(racing, [attempt(2, TAG2, None, "intended")], {1}) == []
+    [loser] = find_strays(racing, [attempt(2, TAG2, "42", "confirmed")], {1})
+    assert loser.executor_id == "41" and "second submission" in loser.reason
+    given_up = find_strays(racing, [attempt(2, TAG2, None, "abandoned", ended=True)], {1})
+    assert {s.executor_id for s in given_up} == {"41", "42"}
