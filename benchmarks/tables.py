@@ -140,6 +140,16 @@ def replay(d: dict[str, Any]) -> list[str]:
             "", f"Ratio {d['ratio']:.2f}."]  # fmt: skip
 
 
+def soak_restarts(d: dict[str, Any]) -> list[str]:
+    return [
+        "| cycles | monitors started / SIGKILLed | flaky squeue/sacct | time | lost | duplicates | "
+        "spurious restarts | decisions missing |", "|---|---|---|---|---|---|---|---|",
+        f"| {d['cycles']} | {d['monitors_started']} / {d['monitors_killed']} | {d['flaky']:.0%} | "
+        f"{d['seconds']:.0f} s | {d['jobs_lost']} | {d['duplicates']} | {d['spurious_restarts']} | "
+        f"{d['decisions_missing']} |",
+    ]  # fmt: skip
+
+
 def time_to_gpu(d: dict[str, Any]) -> list[str]:
     load = ", ".join(
         f"{p}: {v['queued']} queued, {v['seconds'][0]:g}-{v['seconds'][1]:g} s jobs"
@@ -182,6 +192,10 @@ HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "time_to_gpu": lambda d: (
         f"submit → RUNNING p50: one strategy {_s(d['one_strategy'].get('p50'))}, fan-out {_s(d['fan_out'].get('p50'))}"
     ),
+    "soak_restarts": lambda d: (
+        f"{d['cycles']} cycles, {d['monitors_killed']} SIGKILLs: lost {d['jobs_lost']}, duplicates "
+        f"{d['duplicates']}, spurious {d['spurious_restarts']}, missing {d['decisions_missing']}"
+    ),
     "replay": lambda d: (
         f"replay {d['replay_s']:.2f} s, classify {d['classify_s']:.2f} s, ratio {d['ratio']:.2f}"
     ),
@@ -209,6 +223,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "classify_throughput": classify_throughput,
     "replay": replay,
     "time_to_gpu": time_to_gpu,
+    "soak_restarts": soak_restarts,
 }
 DOC_RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"classify_engines": classify_engines}
 
