@@ -4,6 +4,7 @@
 #   scripts/device/gpu_autoexp.sh start    # call 1: the >= 10 min healthy run (detached), then
 #                                          #   every fault x {600 s, 30 s} collective timeout
 #                                          #   side by side (~5 min); its table and logs to $OUT
+#   scripts/device/gpu_autoexp.sh faults   # the faults alone, one call (~6 min)
 #   scripts/device/gpu_autoexp.sh finish   # call 2 (within the machine's warm window): wait for
 #                                          #   the healthy run, then the whole table and logs
 #
@@ -33,6 +34,11 @@ case "${1:-}" in
     python3 $S start-healthy "$W"
     python3 $S faults "$W" --timeouts 600,30 --limit-s "${LIMIT_S:-330}"
     pack ;;
+  faults)  # only the fault scenarios side by side (no healthy run): one call
+    rm -rf "$W" && mkdir -p "$W"
+    { date -u; nvidia-smi -L; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())'; } > "$OUT/env.txt" 2>&1
+    python3 $S faults "$W" --timeouts 600,30 --limit-s "${LIMIT_S:-330}"
+    pack ;;
   finish)
     for _ in $(seq 1 100); do  # the healthy run's monitor writes its exit code when done
       [ -s "$W/healthy/monitor.log" ] && grep -q "stop: Job completed\|stop: " "$W/healthy/monitor.log" && break
@@ -40,5 +46,5 @@ case "${1:-}" in
     done
     sleep 3
     pack ;;
-  *) echo "usage: $0 start|finish" >&2; exit 2 ;;
+  *) echo "usage: $0 start|faults|finish" >&2; exit 2 ;;
 esac
