@@ -127,7 +127,7 @@ def run_faults(
                 "--fault",
                 fault,
                 "--fault-rank",
-                "1",
+                str(nproc - 1),  # the last rank: rank 1 of 2 (a survivor blocks), rank 0 alone
                 "--fault-at-step",
                 str(FAULT_AT),
             ]
