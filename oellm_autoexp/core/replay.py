@@ -339,7 +339,11 @@ def replay_lines(
     no_offsets = [None] * n
     while start < n and not run.done:
         ends_s = run.group_ends_s(times_s[start])
-        end = max(bisect.bisect_left(times_s, ends_s, start), start + 1)
+        # As `replay` groups batches: the lines before the next possible verdict, and at least all
+        # those of the first line's time (one batch; a tick at that time runs after it).
+        end = max(
+            bisect.bisect_left(times_s, ends_s, start), bisect.bisect_right(times_s, times_s[start], start)
+        )
         run.read_lines(lines[start:end], times_s[start:end], no_offsets[start:end])
         start = end
     return run.finish(times_s[start - 1] if start else slurm.running_at_s)

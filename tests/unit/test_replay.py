@@ -177,3 +177,23 @@ def test_replay_of_lines_by_bisection_equals_replay_of_batches(log: Path) -> Non
     for one in (setup(), setup(hang=quick), setup(early=healing)):
         expected = replay(batches_of(lines, times), slurm, one, source="x")
         assert _summary(replay_lines(lines, times, slurm, one, source="x")) == _summary(expected)
+
+
+def test_lines_of_one_time_are_one_batch_also_by_bisection() -> None:
+    """Lines sharing the first line's time are read together before the tick at that time, as one batch
+    is: before, bisection read them one at a time when a tick was due then, and with 1 s polls a fixture
+    judged its fatal line on more lines than the batch replay (the torchrun line read after it)."""
+    log = ROOT / "tests" / "fixtures" / "logs" / "cpu" / "exception.log"
+    lines = decoded_lines(log.read_bytes())
+    times = line_times(lines, fallback_year=2026).times_s
+    slurm = SlurmView(times[0], times[-1], end_of(lines))
+    tiny = HangConfig(startup_timeout_s=3, no_output_timeout_s=2, progress_floor_s=2, progress_factor=3)
+    one = setup(early=EarlySettings(settle_s=1.0), poll_s=1.0, hang=tiny)
+    by_lines = replay_lines(lines, times, slurm, one, source="x")
+    by_batches = replay(batches_of(lines, times), slurm, one, source="x")
+    assert [(d.at_s, d.judgement) for d in by_lines.decisions] == [
+        (d.at_s, d.judgement) for d in by_batches.decisions
+    ]
+    assert by_lines.decisions[0].judgement.evidence.lines == (
+        "[rank1]: ValueError: shard index 6000 out of range for dataset with 5000 samples",
+    )
