@@ -29,12 +29,13 @@ counter does not pass its old best within the window, the verdict comes as usual
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from oellm_autoexp.core import progress
-from oellm_autoexp.core.classify import SILENT_DEATH_PATTERN, Classifier, log_cause, root_cause
+from oellm_autoexp.core.classify import SILENT_DEATH_PATTERN, Classifier, ProgressMark, log_cause, root_cause
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState
 from oellm_autoexp.core.judge import Evidence, FatalMark, Trigger, Verdict
@@ -94,16 +95,24 @@ def _clock(at_s: float) -> str:
     return datetime.fromtimestamp(at_s, UTC).strftime("%H:%M:%S")
 
 
-def progress_event(signal: Signal) -> ProgressEvent | None:
+def progress_event(signal: Signal | ProgressMark) -> ProgressEvent | None:
     """The progress tracker's event for a progress signal (checkpoint save start/end, iteration)."""
-    name = signal.pattern
+    kind = _event_kind(signal.pattern)
+    if kind is not None:
+        return kind
+    value = signal.groups.get("iteration") or signal.groups.get("step")
+    if value is not None and value.isdigit() and "loaded" not in signal.pattern:
+        return progress.Iteration(int(value))
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _event_kind(name: str) -> ProgressEvent | None:
+    """The event a pattern's name alone says (a save's start or end); None: read its groups."""
     if name.endswith("save_start") or name.endswith("saving"):
         return progress.CheckpointStart()
     if name.endswith("saved"):
         return progress.CheckpointDone()
-    value = signal.groups.get("iteration") or signal.groups.get("step")
-    if value is not None and value.isdigit() and "loaded" not in name:
-        return progress.Iteration(int(value))
     return None
 
 
@@ -154,11 +163,29 @@ class AttemptView:
         """
         if not lines:
             return []
+        return self._read_timed(lambda: self.classifier.feed(lines), times)
+
+    def read_text_timed(
+        self, text: str, times: Sequence[float], encoded: bytes | None = None
+    ) -> list[Signal]:
+        """`read_timed` of lines given as one text, each ended by a newline (one time per line).
+
+        The kept lines of progress runs reach the tracker as marks (Classifier.feed_marked) and
+        are not returned: what they do to the tracker and the counters is what their Signals do.
+        `encoded`: the text's UTF-8 bytes, when at hand (saves encoding it again).
+        """
+        if not text:
+            return []
+        return self._read_timed(lambda: self.classifier.feed_marked(text, len(times), encoded), times)
+
+    def _read_timed(
+        self, feed: Callable[[], Sequence[Signal | ProgressMark]], times: Sequence[float]
+    ) -> list[Signal]:
         first, kept = self.classifier.lines_seen + 1, len(self.classifier.signals)
-        signals = self.classifier.feed(lines)
-        self._after_read(signals, times[-1], lambda s: times[s.line_no - first])
+        found = feed()
+        self._after_read(found, times[-1], lambda s: times[s.line_no - first])
         self._kept_times.extend(times[s.line_no - first] for s in self.classifier.signals[kept:])
-        return signals
+        return [s for s in found if isinstance(s, Signal)]
 
     def read_text(self, chunk: str, now: float) -> list[Signal]:
         """Like `read`, for raw text that may end mid-line."""
@@ -194,26 +221,42 @@ class AttemptView:
         )
 
     def _after_read(
-        self, signals: list[Signal], now: float, time_of: Callable[[Signal], float] | None = None
+        self,
+        signals: Sequence[Signal | ProgressMark],
+        now: float,
+        time_of: Callable[[Signal | ProgressMark], float] | None = None,
     ) -> None:
         """The tracker and the fatal/stop marks after a read; `time_of` gives each signal its own time."""
         tracker = progress.advance(self.tracker or progress.start(now), progress.Output(), now)
         gaps = self.classifier.progress_gaps
+        pending: list[tuple[int, float, bool]] = []  # marks' iterations, folded into `tracker` together
         for signal in signals:
             at = now if time_of is None else time_of(signal)
-            event = progress_event(signal) if signal.role == "progress" else None
+            mark = isinstance(signal, ProgressMark)
+            event = (
+                progress_event(signal)
+                if isinstance(signal, ProgressMark) or signal.role == "progress"
+                else None
+            )
             if isinstance(event, progress.Iteration) and signal.line_no in gaps:
-                event = replace(event, after_gap=True)
-            if event is not None:
-                tracker = progress.advance(tracker, event, at)
+                event = progress.Iteration(event.iteration, after_gap=True)
+            if mark and isinstance(event, progress.Iteration):
+                pending.append((event.iteration, at, event.after_gap))
+            else:
+                if pending:
+                    tracker, pending = progress.advance_iterations(tracker, pending), []
+                if event is not None:
+                    tracker = progress.advance(tracker, event, at)
             if isinstance(event, progress.Iteration):
                 self._on_iteration(event.iteration, at, after_gap=event.after_gap)
                 total = signal.groups.get("train_iters")
                 if total is not None and total.isdigit():
                     self.total_iterations = int(total)
-            if signal.is_fatal and self.first_fatal is None:
+            if isinstance(signal, Signal) and signal.is_fatal and self.first_fatal is None:  # a mark never is
                 self.first_fatal = FatalMark(signal, at)
                 self._best_before_fatal = self.best_iteration
+        if pending:
+            tracker = progress.advance_iterations(tracker, pending)
         self.tracker = tracker
 
     def _on_iteration(self, iteration: int, now: float, *, after_gap: bool = False) -> None:

@@ -27,7 +27,10 @@ given); a line is matched against a pattern's regex only if it contains one of
 its keywords. core/matcher.py finds a block's candidate lines in bulk (one
 multi-literal pass, and a pattern's own regex over the block for keywords that
 are on most lines), so most lines are never looked at in Python; the
-Classifier also matches only the last line of a run of progress lines.
+Classifier also matches only the last line (or the last `progress_tail` lines)
+of a run of progress lines. A replay reads those kept lines as `ProgressMark`s
+(`Classifier.feed_marked`): the regex without its trailing optional part
+(Megatron's `| lm loss: ...`, matcher.head_regex), no Signal.
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
 from oellm_autoexp.core import matcher
 from oellm_autoexp.core.signals import PatternSet, Signal, SignalPattern, as_pattern_set
@@ -44,6 +47,7 @@ from oellm_autoexp.core.signals import PatternSet, Signal, SignalPattern, as_pat
 MAX_LINE_CHARS = 4000  # a Signal keeps at most this much of its line
 MAX_KEPT_SIGNALS = 10_000  # a Classifier keeps the first N non-progress signals
 EVIDENCE_LINES = 8
+MARK_GROUPS = ("iteration", "step", "train_iters")  # the groups the progress tracker reads (ProgressMark)
 
 # One or more prefixes at the start of a line, each optional, in any order:
 #   `[rank3]:` (torchrun >= 2.2), `[default3]:` (torchrun --tee, default role),
@@ -95,6 +99,12 @@ class _Index:
     unfiltered: tuple[int, ...]  # entries without keywords: always tried
     # Progress entries no `after:` names: in a run of their lines only the last few are matched.
     collapsible: tuple[int, ...] = ()
+    # Every collapsible entry gives a plain progress signal (no `after:`, not a fallback, no
+    # teardown start): its kept lines may be handed over as `ProgressMark`s, found by `marking`:
+    # entry -> (its regex without a trailing optional part (matcher.head_regex), its name, the
+    # MARK_GROUPS its Signal would hold).
+    markable: bool = False
+    marking: dict[int, tuple[re.Pattern[str], str, tuple[str, ...]]] = field(default_factory=dict)
 
 
 def _trie_regex(words: set[str], ignore_case: bool) -> str:
@@ -156,8 +166,39 @@ def _index(patterns: PatternSet) -> _Index:
             i for i, e in enumerate(entries) if e.pattern.role == "progress" and e.pattern.name not in anchors
         ),
     )
+    index = replace(
+        index,
+        markable=all(_markable(index.entries[i]) for i in index.collapsible),
+        marking={i: _marking(index.entries[i]) for i in index.collapsible},
+    )
     patterns.cache["classify_index"] = index
     return index
+
+
+def _markable(entry: _Entry) -> bool:
+    return entry.after is None and not entry.fallback and entry.pattern.teardown_start is None
+
+
+def _marking(entry: _Entry) -> tuple[re.Pattern[str], str, tuple[str, ...]]:
+    pattern = entry.pattern
+    head = matcher.head_regex(pattern.regex, entry.ignore_case, MARK_GROUPS) or entry.compiled
+    wanted = pattern.groups if pattern.groups is not None else list(entry.compiled.groupindex)
+    return head, pattern.name, tuple(g for g in MARK_GROUPS if g in wanted)  # as SignalPattern.extract
+
+
+class ProgressMark(NamedTuple):
+    """A kept line of a run of progress lines, handed over without a Signal (`Classifier.feed_marked`).
+
+    What the progress tracker reads from the Signal `_match_line` would make: the same line
+    number and pattern name, and its groups among MARK_GROUPS (others may be missing: a
+    trailing optional part of the regex is not searched). One per (line, matching pattern),
+    in pattern order.
+    """
+
+    line_no: int
+    pattern: str  # the pattern's name
+    groups: dict[str, str]
+    line: str  # the whole line (Classifier.last_progress is made from it)
 
 
 def strip_prefix(line: str) -> tuple[str, int | None]:
@@ -204,11 +245,16 @@ def _entries_for(line: str, index: _Index) -> list[int]:
 def _progress_entries(line: str, index: _Index) -> list[int]:
     """`_entries_for` a line between two candidates: only collapsible entries can match there."""
     found = []
-    for i in index.collapsible:
+    lower = None
+    for i in index.collapsible:  # one of the ~17 kept lines of every run of progress lines: kept lean
         entry = index.entries[i]
-        haystack = line.lower() if entry.ignore_case else line  # its keywords are lower case then
-        if any(k in haystack for k in entry.keywords):
-            found.append(i)
+        haystack = line
+        if entry.ignore_case:  # its keywords are lower case then
+            haystack = lower = line.lower() if lower is None else lower
+        for keyword in entry.keywords:
+            if keyword in haystack:
+                found.append(i)
+                break
     return found
 
 
@@ -261,6 +307,24 @@ def _match_line(
             )
         )
     return signals
+
+
+def _mark_line(line: str, index: _Index, line_no: int, entries: Sequence[int]) -> list[ProgressMark]:
+    """`_match_line` of a line between two candidates as marks (only when `index.markable`).
+
+    The same hits (a regex matches where its head does, matcher.head_regex): no entry here
+    has `after:` or is a fallback. The `last_hit` record is not
+    kept for them: only patterns an `after:` names are looked up there, and these are not.
+    """
+    body = strip_prefix(line)[0]
+    marks = []
+    for i in entries:
+        regex, name, groups = index.marking[i]
+        match = regex.search(body)
+        if match is not None:
+            found = {g: value for g in groups if (value := match.group(g)) is not None}
+            marks.append(ProgressMark(line_no, name, found, line))
+    return marks
 
 
 def _candidate_indices(lines: Sequence[str], index: _Index) -> Iterable[int]:
@@ -331,9 +395,14 @@ def _classify_text(
     last_hit: dict[str, int],
     source: str | None,
     collapse: _Collapse | None = None,
+    n_lines: int | None = None,
+    encoded: bytes | None = None,
 ) -> list[Signal]:
-    """Every signal of `text` (lines, each ended by a newline), candidate lines found in bulk."""
-    found = finder.scan(text)
+    """Every signal of `text` (lines, each ended by a newline), candidate lines found in bulk.
+
+    `n_lines` and `encoded` (text.encode()), when the caller knows them: see matcher.scan.
+    """
+    found = finder.scan(text, n_lines, encoded)
     collapse = collapse or _Collapse()
     signals: list[Signal] = []
     lo = (0, 0)  # the first line (index, start offset) after the last candidate
@@ -353,6 +422,7 @@ class _Collapse:
 
     tail: int = 1  # the last `tail` lines giving signals are matched, the ones before skipped
     gaps: set[int] = field(default_factory=set)  # kept lines that had skipped progress lines before them
+    marks: bool = False  # kept lines are given as ProgressMarks (Classifier.feed_marked)
 
 
 def _last_progress(
@@ -370,13 +440,16 @@ def _last_progress(
     into `collapse.gaps`: its progress does not follow the one before it.
     """
     lo, hi = run
-    kept: list[list[Signal]] = []
+    kept: list[list[Any]] = []
     while (line := matcher.last_line_with(found, lo, hi)) is not None:
         i, start = line
         hi = line
         text = found.line(start)
-        signals = _match_line(
-            text, index, start_line_no + i, last_hit, source, _progress_entries(text, index)
+        entries = _progress_entries(text, index)
+        signals: list[Any] = (
+            _mark_line(text, index, start_line_no + i, entries)
+            if collapse.marks
+            else _match_line(text, index, start_line_no + i, last_hit, source, entries)
         )
         if not signals:
             continue
@@ -588,6 +661,41 @@ class Classifier:
             self._keep(signal)
         return new
 
+    def feed_marked(
+        self, text: str, n_lines: int | None = None, encoded: bytes | None = None
+    ) -> list[Signal | ProgressMark]:
+        """`feed_text` of complete lines, the kept lines of progress runs as `ProgressMark`s.
+
+        `n_lines` (how many lines) and `encoded` (text.encode()), when the caller knows them,
+        save passes over the text.
+
+        For a replay, which keeps ~17 lines of every run and reads only their numbers: a mark
+        costs a regex search, a Signal several times that. Everything else is as `feed_text`
+        (the marks stand where their Signals would, in line order); `last_progress` is a Signal.
+        """
+        index, finder = self._index, self._finder
+        plain = index.always or not index.markable or self._partial or not text.endswith("\n")
+        if finder is None or plain or "\r" in text:
+            return list(self.feed_text(text))
+        self._collapse.gaps = set()
+        self._collapse.marks = True
+        try:
+            new: list[Any] = _classify_text(
+                text, index, finder, self.lines_seen + 1, self._last_hit, self._source, self._collapse,
+                n_lines, encoded,
+            )  # fmt: skip
+        finally:
+            self._collapse.marks = False
+        self.lines_seen += text.count("\n") if n_lines is None else n_lines
+        for signal in new:
+            self._keep(signal)
+        last = next((item for item in reversed(new) if isinstance(item, ProgressMark)), None)
+        if last is not None and (self.last_progress is None or self.last_progress.line_no < last.line_no):
+            signals = _match_line(last.line, index, last.line_no, None, self._source,
+                                  _progress_entries(last.line, index))  # fmt: skip
+            self.last_progress = next(s for s in reversed(signals) if s.pattern == last.pattern)
+        return new
+
     def flush(self) -> list[Signal]:
         """Classify a pending partial line (at the end of a log)."""
         if not self._partial:
@@ -601,7 +709,13 @@ class Classifier:
     def first_failed_rank(self) -> int | None:
         return first_failed_rank(self.signals)
 
-    def _keep(self, signal: Signal) -> None:
+    def _keep(self, signal: Signal | ProgressMark) -> None:
+        if isinstance(signal, ProgressMark):
+            self.progress_count += 1
+            value = signal.groups.get("iteration")
+            if value is not None and value.isdigit():
+                self.last_iteration = int(value)
+            return
         if signal.role == "progress":
             self.progress_count += 1
             self.last_progress = signal

@@ -37,7 +37,7 @@ import calendar
 import functools
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -65,6 +65,7 @@ _INSIDE = {
 _YEAR = re.compile(rf"(?:^|[\[ ]){_DATE}[ T]{_CLOCK}")
 _MONTHS = {name: i for i, name in enumerate(calendar.month_abbr) if name}
 YEAR_SCAN_LINES = 100_000  # how far to look for a stamp with a year
+NO_STAMP_WARNING = "no line carries a time stamp: replayed in arrival order with zero gaps"
 
 
 @dataclass(frozen=True)
@@ -117,9 +118,9 @@ def stamp_of(line: str, year: int) -> float | None:
     return None
 
 
-def year_of(lines: Sequence[str], fallback_year: int) -> int:
+def year_of(lines: Iterable[str], fallback_year: int) -> int:
     """The year of the first stamp that names one (yearless stamps need it)."""
-    for line in lines[:YEAR_SCAN_LINES]:
+    for line in itertools.islice(lines, YEAR_SCAN_LINES):
         m = _YEAR.search(line, 0, 60) or (_YEAR.search(line) if " AT " in line else None)
         if m is not None and 1970 <= int(m["Y"]) <= 9999:
             return int(m["Y"])
@@ -139,10 +140,14 @@ def line_times(lines: Sequence[str], *, fallback_year: int, between: Between = "
         stamps.append(t)
     stamped = sum(1 for t in stamps if t is not None)
     if stamped == 0:
-        warning = "no line carries a time stamp: replayed in arrival order with zero gaps"
-        return LineTimes(tuple(0.0 for _ in lines), 0, warning)
+        return unstamped(len(stamps))
     filled = _linear(stamps) if between == "linear" else _previous(stamps)
     return LineTimes(tuple(filled), stamped)
+
+
+def unstamped(n_lines: int) -> LineTimes:
+    """Times for a log in which no line carries a stamp: arrival order, zero gaps, with a warning."""
+    return LineTimes(tuple(0.0 for _ in range(n_lines)), 0, NO_STAMP_WARNING)
 
 
 def _previous(stamps: list[float | None]) -> list[float]:

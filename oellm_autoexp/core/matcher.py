@@ -63,8 +63,8 @@ class EntrySpec:
 
 
 class _Scanner(Protocol):
-    def find(self, text: str) -> tuple[str | bytes, list[tuple[int, int]]]:
-        """(the haystack searched, [(word index, offset in it)])"""
+    def find(self, text: str, encoded: bytes | None = None) -> tuple[str | bytes, list[tuple[int, int]]]:
+        """(the haystack searched, [(word index, offset in it)]); `encoded`: text.encode(), if at hand"""
 
 
 # Non-ASCII characters whose lower case is an ASCII letter (KELVIN SIGN, and the `i` that
@@ -87,11 +87,12 @@ class _AhoCorasickScanner:
         self._ignore_case = ignore_case
         self._ascii_words = all(w.isascii() for w in words)
 
-    def find(self, text: str) -> tuple[str | bytes, list[tuple[int, int]]]:
+    def find(self, text: str, encoded: bytes | None = None) -> tuple[str | bytes, list[tuple[int, int]]]:
         if not self._ignore_case:
-            data = text.encode()
+            data = text.encode() if encoded is None else encoded
         elif self._ascii_words and (text.isascii() or not _CASE_ODDITIES.search(text)):
-            data = text.encode().lower()  # ASCII only, and much faster than str.lower()
+            # ASCII only, and much faster than str.lower()
+            data = (text.encode() if encoded is None else encoded).lower()
         else:
             data = text.lower().encode()
         hits = self._automaton.find_matches_as_indexes(data, overlapping=True)
@@ -105,7 +106,7 @@ class _FindScanner:
         self._words = list(words)
         self._ignore_case = ignore_case
 
-    def find(self, text: str) -> tuple[str | bytes, list[tuple[int, int]]]:
+    def find(self, text: str, encoded: bytes | None = None) -> tuple[str | bytes, list[tuple[int, int]]]:
         haystack = text.lower() if self._ignore_case else text
         hits = []
         for index, word in enumerate(self._words):
@@ -201,6 +202,55 @@ def bulk_regexes(regex: str, ignore_case: bool) -> tuple[re.Pattern[str], ...] |
         except re.error:  # a split this scanner got wrong
             return None
     return tuple(compiled)
+
+
+def head_regex(regex: str, ignore_case: bool, keep: Sequence[str]) -> re.Pattern[str] | None:
+    """`regex` without a trailing optional group (`A(...)?` -> `A`), or None if it has none to drop.
+
+    `A` matches where `A(...)?` matches, with the same groups of its own: the optional part
+    always succeeds (empty if need be), so the engine never backtracks into `A` for it. Only
+    groups in that part are lost; None as well when one of them is named in `keep`. For
+    the kept lines of progress runs (core/classify.py `ProgressMark`), where the part after the
+    counter (Megatron's `| lm loss: ...`) costs most of the search.
+    """
+    depth, i, in_class, opened, closed = 0, 0, False, -1, -1
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            if regex[i + 1 : i + 2] == "^":
+                i += 1
+            if regex[i + 1 : i + 2] == "]":
+                i += 1  # a `]` first in a class is a literal
+        elif ch == "(":
+            opened = i if depth == 0 else opened
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            closed = i if depth == 0 else closed
+        elif ch == "|" and depth == 0:
+            return None  # `a|(b)?`: the group is not a trailing part of every match
+        i += 1
+    if depth != 0 or closed != len(regex) - 2 or not regex.endswith("?") or opened <= 0:
+        return None
+    flags = re.IGNORECASE if ignore_case else 0
+    head = regex[:opened]
+    try:
+        whole: Any = _sp.parse(regex, flags)
+        part: Any = _sp.parse(head, flags)
+        compiled = re.compile(head, flags)
+    except re.error:
+        return None
+    op, av = whole[-1]
+    if len(whole) != len(part) + 1 or op is not _sc.MAX_REPEAT or (av[0], av[1]) != (0, 1):
+        return None
+    lost = set(re.compile(regex, flags).groupindex) - set(compiled.groupindex)
+    return None if lost & set(keep) else compiled
 
 
 def _top_level_branches(regex: str) -> list[str]:
@@ -341,21 +391,25 @@ class CandidateFinder:
         plan = self._prepared.plan(self.frequent, self._collapse)
         self.frequent |= _frequent_words(plan, _rare_hits(plan, sample), sample.count("\n"))
 
-    def scan(self, text: str) -> Block:
-        """The candidate lines of `text`: lines, each ended by a newline."""
-        n_lines = text.count("\n")
+    def scan(self, text: str, n_lines: int | None = None, encoded: bytes | None = None) -> Block:
+        """The candidate lines of `text`: lines, each ended by a newline.
+
+        What the caller knows saves a pass over the text: `n_lines`, how many lines it holds,
+        and `encoded`, its UTF-8 bytes (a replay has both from the log's bytes).
+        """
+        n_lines = text.count("\n") if n_lines is None else n_lines
         if not self._sampled:
             # Learn the frequent words from the log's start first: a full scan that reports
             # every `iteration` costs several times a scan without them.
             self._sampled = True
             self._learn(text[:SAMPLE_CHARS])
         plan = self._prepared.plan(self.frequent, self._collapse)
-        hits = _rare_hits(plan, text)
+        hits = _rare_hits(plan, text, encoded)
         newly = _frequent_words(plan, hits, n_lines)
         if newly:
             self.frequent = self.frequent | newly
             plan = self._prepared.plan(self.frequent, self._collapse)
-            hits = _rare_hits(plan, text)
+            hits = _rare_hits(plan, text, encoded)
         found = {line: off for _case, _word, line, off in hits}
         for offsets in (_bulk_offsets(plan, text), _word_offsets(plan, text)):
             found.update(zip(_lines_of(text, offsets), offsets, strict=True))
@@ -377,12 +431,12 @@ def _with_starts(text: str, found: dict[int, int]) -> list[tuple[int, int]]:
     return starts
 
 
-def _rare_hits(plan: _Plan, text: str) -> list[tuple[bool, int, int, int]]:
+def _rare_hits(plan: _Plan, text: str, encoded: bytes | None = None) -> list[tuple[bool, int, int, int]]:
     """(ignore_case, word index, line index, offset in its haystack) of every rare keyword."""
     hits = []
     for case, scanner in ((False, plan.scanner[0]), (True, plan.scanner[1])):
         if scanner is not None:
-            haystack, found = scanner.find(text)
+            haystack, found = scanner.find(text, encoded)
             found.sort(key=itemgetter(1))
             offsets = [off for _word, off in found]
             lines = _lines_of(haystack, offsets)

@@ -27,6 +27,7 @@ While a checkpoint save is in progress both limits are raised to at least
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from statistics import median
@@ -160,6 +161,27 @@ def _on_iteration(state: ProgressState, iteration: int, now: float, *, sample: b
         state.checkpoint_since_s is None,  # clean_interval
         state.checkpoint_since_s,
     )
+
+
+def advance_iterations(state: ProgressState, iterations: Iterable[tuple[int, float, bool]]) -> ProgressState:
+    """`advance` by `Iteration(iteration, after_gap)` at `now` for each (iteration, now, after_gap), in order.
+
+    The same state as one `advance` per line (tests/unit/test_progress.py compares them), built
+    once: a replay hands over the ~17 kept lines of every run of iteration lines together.
+    """
+    last_output_s, iteration, progress_s = state.last_output_s, state.iteration, state.progress_s
+    samples, clean, saving = list(state.intervals_s), state.clean_interval, state.checkpoint_since_s
+    for counter, now, after_gap in iterations:
+        last_output_s = max(last_output_s, now)
+        if iteration is not None and counter <= iteration:
+            continue  # a repeated or lower counter is not progress (_on_iteration)
+        if progress_s is not None and clean and not after_gap:
+            samples.append(now - progress_s)
+        iteration, progress_s, clean = counter, now, saving is None
+    intervals = (
+        tuple(samples[-STEP_SAMPLES:]) if len(samples) != len(state.intervals_s) else state.intervals_s
+    )
+    return ProgressState(state.started_s, last_output_s, iteration, progress_s, intervals, clean, saving)
 
 
 def _on_checkpoint_done(state: ProgressState, now: float) -> ProgressState:

@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from oellm_autoexp.core import progress
 from oellm_autoexp.core.attempt_view import AttemptView, EarlySettings
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.judge import FatalMark, Judgement, PastDecision, Trigger, Verdict, history_from, judge
 from oellm_autoexp.core.log_end import LogEnd, assumed_end
+from oellm_autoexp.core.log_lines import LogLines
 from oellm_autoexp.core.policy import RestartPolicy
 from oellm_autoexp.core.progress import HangConfig
 from oellm_autoexp.core.signals import PatternSet, Signal
@@ -108,8 +109,11 @@ class ReplayResult:
 class _Replay:
     """The monitor's loop for one attempt, on a virtual clock."""
 
-    def __init__(self, setup: ReplaySetup, slurm: SlurmView, source: str | None) -> None:
+    def __init__(
+        self, setup: ReplaySetup, slurm: SlurmView, source: str | None, *, every_poll: bool = False
+    ) -> None:
         self.setup, self.slurm = setup, slurm
+        self.every_poll = every_poll  # run the polls at which nothing can happen too (the reference)
         self.view = AttemptView(setup.patterns, source=source, early=setup.early)
         self.result = ReplayResult(slurm.running_at_s, slurm)
         self.next_poll = slurm.running_at_s
@@ -131,10 +135,35 @@ class _Replay:
     def run_ticks(self, until_s: float) -> None:
         """Every tick before `until_s` (one at `until_s` comes after what is read then)."""
         while not self.done:
+            self._pass_quiet_polls(until_s)
             t = self._next_tick()
             if t >= until_s:
                 return
             self._tick(t)
+
+    def _pass_quiet_polls(self, until_s: float) -> None:
+        """Polls before `until_s` at which nothing can happen, passed over without running them.
+
+        Such a poll would find the tracker started, no fatal line pending, and no hang verdict
+        possible before progress.next_deadline_s (nothing is read in between); the clock moves
+        exactly as `_tick` moves it (one `poll_s` per poll). A log with a line every second and a
+        10 s poll has a poll per ten lines: running each cost more than reading the lines.
+        """
+        view = self.view
+        if (
+            self.every_poll
+            or view.tracker is None
+            or (view.fatal_due_s() is not None and not self.decided_early)
+        ):
+            return
+        bound = until_s
+        if self.setup.hang is not None and not self.decided_early:
+            bound = min(bound, progress.next_deadline_s(view.tracker, self.setup.hang))
+        t, poll_s, last = self.next_poll, self.setup.poll_s, None
+        while t < bound:
+            last, t = t, t + poll_s
+        if last is not None:
+            self.last_tick, self.next_poll = last, t
 
     def _next_tick(self) -> float:
         due = self.view.fatal_due_s()
@@ -197,14 +226,23 @@ class _Replay:
         inside the group brings its own tick (the settle window's end) forward; that verdict
         then sees only the lines read by its time (AttemptView.cause(now)).
         """
+        self._read(lambda: self.view.read_timed(lines, times), times, offsets)
+
+    def read_text(self, text: str, times: Sequence[float], encoded: bytes | None = None) -> None:
+        """`read_lines` of lines given as one text, each ended by a newline (no offsets known)."""
+        self._read(lambda: self.view.read_text_timed(text, times, encoded), times, _NoOffsets(len(times)))
+
+    def _read(
+        self, feed: Callable[[], list[Signal]], times: Sequence[float], offsets: Sequence[int | None]
+    ) -> None:
         self.run_ticks(times[0])
         if self.done:
             return
         first = self.view.classifier.lines_seen + 1
-        signals = self.view.read_timed(lines, times)
+        signals = feed()
         self._before = (self.result.lines_read, self.offset)
         self._times, self._offsets = times, offsets
-        self.result.lines_read += len(lines)
+        self.result.lines_read += len(times)
         self.offset = offsets[-1]
         for signal in signals:
             self._note_signal(signal, times[signal.line_no - first])
@@ -303,10 +341,15 @@ class _Replay:
 
 
 def replay(
-    batches: Iterable[Batch], slurm: SlurmView, setup: ReplaySetup, *, source: str | None = None
-) -> ReplayResult:
-    """Replay one attempt: batches at their times, ticks, verdicts, judgements (see the module doc)."""
-    run = _Replay(setup, slurm, source)
+    batches: Iterable[Batch], slurm: SlurmView, setup: ReplaySetup, *, source: str | None = None,
+    every_poll: bool = False,
+) -> ReplayResult:  # fmt: skip
+    """Replay one attempt: batches at their times, ticks, verdicts, judgements (see the module doc).
+
+    `every_poll`: run every poll, also those at which nothing can happen (`_pass_quiet_polls`
+    skips them): the same result, the slow way; the tests compare the two.
+    """
+    run = _Replay(setup, slurm, source, every_poll=every_poll)
     last_read_s = slurm.running_at_s
     group: list[Batch] = []
     ends_s = math.inf
@@ -335,14 +378,62 @@ def replay_lines(
     one batch per distinct time: a 50 MB log has ~150,000 of them.
     """
     run = _Replay(setup, slurm, source)
-    start, n = 0, len(lines)
-    no_offsets = [None] * n
+    no_offsets = [None] * len(lines)
+
+    def read(start: int, end: int) -> None:
+        run.read_lines(lines[start:end], times_s[start:end], no_offsets[start:end])
+
+    return _replay_groups(run, times_s, read)
+
+
+def replay_log(
+    log: LogLines, slurm: SlurmView, setup: ReplaySetup, *, source: str | None = None
+) -> ReplayResult:
+    """`replay_lines` of a log split by core/log_lines.py: each group read as one text.
+
+    The same groups and the same classifier input as `replay_lines(log.lines, ...)` (a
+    differential test says so), without decoding the log line by line and joining it again.
+    """
+    run = _Replay(setup, slurm, source)
+    times_s = log.times.times_s
+
+    def read(start: int, end: int) -> None:
+        text, encoded = log.text_and_bytes(start, end)
+        run.read_text(text, times_s[start:end], encoded)
+
+    return _replay_groups(run, times_s, read)
+
+
+def _replay_groups(run: _Replay, times_s: Sequence[float], read: Callable[[int, int], None]) -> ReplayResult:
+    """Lines [0, len(times_s)) in groups that end before the next possible verdict."""
+    start, n = 0, len(times_s)
     while start < n and not run.done:
         ends_s = run.group_ends_s(times_s[start])
-        end = max(bisect.bisect_left(times_s, ends_s, start), start + 1)
-        run.read_lines(lines[start:end], times_s[start:end], no_offsets[start:end])
+        # As `replay` groups batches: the lines before the next possible verdict, and at least all
+        # those of the first line's time (one batch; a tick at that time runs after it).
+        end = max(
+            bisect.bisect_left(times_s, ends_s, start), bisect.bisect_right(times_s, times_s[start], start)
+        )
+        read(start, end)
         start = end
-    return run.finish(times_s[start - 1] if start else slurm.running_at_s)
+    return run.finish(times_s[start - 1] if start else run.slurm.running_at_s)
+
+
+class _NoOffsets(Sequence[None]):
+    """`n` unknown offsets, without a list of them."""
+
+    def __init__(self, n: int) -> None:
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [None] * len(range(*index.indices(self._n)))
+        if not -self._n <= index < self._n:
+            raise IndexError(index)
+        return None
 
 
 def batches_of(lines: Sequence[str], times_s: Sequence[float]) -> list[Batch]:

@@ -28,9 +28,10 @@ from oellm_autoexp.adapters.store import (
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.config.loader import compose_mapping, search_path
 from oellm_autoexp.core.judge import Evidence, Trigger
-from oellm_autoexp.core.line_time import Between, LineTimes, line_times
-from oellm_autoexp.core.log_end import LogEnd, end_of
-from oellm_autoexp.core.replay import Batch, ReplayResult, ReplaySetup, SlurmView, replay_lines
+from oellm_autoexp.core.line_time import Between, LineTimes
+from oellm_autoexp.core.log_end import TAIL_LINES, LogEnd, end_of
+from oellm_autoexp.core.log_lines import LogLines, decoded_lines, split_log
+from oellm_autoexp.core.replay import Batch, ReplayResult, ReplaySetup, SlurmView, replay_log
 from oellm_autoexp.core.signals import PatternSet
 from oellm_autoexp.daemon.session import plan_from_dict, restart_policy
 from oellm_autoexp.daemon.settings import poll_interval_s, split_monitoring
@@ -116,11 +117,18 @@ def expand_logs(args: Sequence[str]) -> list[Path]:
 
 @dataclass(frozen=True)
 class LogFile:
-    """A log read for replay: its lines and their times."""
+    """A log read for replay: its lines and their times (core/log_lines.py)."""
 
     path: Path
-    lines: list[str]
-    times: LineTimes
+    log: LogLines
+
+    @property
+    def lines(self) -> list[str]:
+        return self.log.lines
+
+    @property
+    def times(self) -> LineTimes:
+        return self.log.times
 
 
 def read_log(path: Path, between: Between = "previous") -> LogFile:
@@ -136,26 +144,17 @@ def read_log(path: Path, between: Between = "previous") -> LogFile:
         raise UserError(f"{path}: cannot read log file: {exc.strerror}") from None
     if b"\0" in data[:SNIFF_BYTES]:
         raise UserError(f"{path}: looks like a binary file (NUL bytes), expected a text log")
-    lines = decoded_lines(data)
     year = dt.datetime.fromtimestamp(mtime, dt.UTC).year
-    return LogFile(path, lines, line_times(lines, fallback_year=year, between=between))
-
-
-def decoded_lines(data: bytes) -> list[str]:
-    """Lines as the log tailer hands them over: split at \\n, a trailing \\r dropped, bad UTF-8 replaced."""
-    parts = data.split(b"\n")
-    if parts and parts[-1] == b"":
-        parts.pop()
-    return [p.removesuffix(b"\r").decode("utf-8", errors="replace") for p in parts]
+    return LogFile(path, split_log(data, fallback_year=year, between=between))
 
 
 def replay_file(log: LogFile, setup: ReplaySetup, end: LogEnd | None = None) -> ReplayResult:
     """Replay one log file as one attempt; `end` overrides the end state the log shows."""
-    if not log.lines:
+    if not log.log.n:
         raise UserError(f"{log.path}: log file is empty")
     times = log.times.times_s
-    slurm = SlurmView(times[0], times[-1], end or end_of(log.lines))
-    return replay_lines(log.lines, times, slurm, setup, source=str(log.path))
+    slurm = SlurmView(times[0], times[-1], end or end_of(log.log.tail(TAIL_LINES)))
+    return replay_log(log.log, slurm, setup, source=str(log.path))
 
 
 # -- a session's attempts -------------------------------------------------------------------------

@@ -240,3 +240,73 @@ def test_collapsed_progress_reports_a_gap_only_when_lines_were_skipped() -> None
     assert classifier.progress_gaps == {184}
     classifier.feed(lines[:10])
     assert classifier.progress_gaps == set()
+
+
+def _marked_state(lines: list[str], patterns: PatternSet, *, marks: bool, block: int) -> list[tuple]:
+    """`_view_state` read as one text per block: with marks (a replay's way) or with Signals."""
+    view = AttemptView(patterns)
+    states = []
+    for start in range(0, len(lines), block):
+        chunk = lines[start : start + block]
+        times = [1000.0 + 1.5 * (start + k) for k in range(len(chunk))]
+        if marks:
+            view.read_text_timed("".join(line + "\n" for line in chunk), times)
+        else:
+            view.read_timed(chunk, times)
+        t = view.tracker
+        assert t is not None
+        last = view.classifier.last_progress
+        states.append((t, view.log_stride, view.best_iteration, view.last_iteration, view.total_iterations,
+                       view.classifier.signals[:], last, view.classifier.lines_seen))  # fmt: skip
+    return states
+
+
+@pytest.mark.parametrize("block", [7, 40, 500, 100_000])
+def test_progress_marks_leave_the_view_as_signals_do(engine: str, block: int) -> None:
+    """Kept progress lines handed over as marks (Classifier.feed_marked) leave the tracker, the counters,
+    the kept signals and the last progress signal exactly as their Signals do."""
+    patterns = SETS["megatron_production"]
+    for lines in (_synthetic(), *(_lines(p) for p in _fixture_logs() if "megatron" in p.parts[-2])):
+        assert _marked_state(lines, patterns, marks=True, block=block) == _marked_state(
+            lines, patterns, marks=False, block=block
+        )
+
+
+@pytest.mark.parametrize(
+    ("regex", "head"),
+    [
+        (
+            r"\biteration\s+(?P<iteration>\d+)/\s*(?P<train_iters>\d+) \|(?:.*?\| lm loss: (?P<lm_loss>\S+) \|)?",
+            r"\biteration\s+(?P<iteration>\d+)/\s*(?P<train_iters>\d+) \|",
+        ),
+        (r"step (?P<step>\d+)(?: of (?P<total>\d+))?", r"step (?P<step>\d+)"),
+        (r"step (?P<n>\d+)(?: iteration (?P<iteration>\d+))?", None),  # the optional part holds a kept group
+        (r"a|(b)?", None),  # the group is a branch, not the end of every match
+        (r"ab(c)??", None),  # lazy: not handled
+        (r"ab\(c\)?", None),  # escaped parentheses
+        (r"x[(]a(b)?", r"x[(]a"),  # a parenthesis in a class
+        (r"(b)?", None),  # nothing before it
+        (r"a(b)+", None),
+    ],
+)
+def test_head_regex_drops_only_a_trailing_optional_group(regex: str, head: str | None) -> None:
+    """The head of a regex is searched for the kept progress lines: it must match where the whole
+    regex matches, with the same groups the tracker reads."""
+    found = matcher.head_regex(regex, False, ("iteration", "step", "train_iters"))
+    assert (found.pattern if found else None) == head
+    if found is not None:
+        whole = re.compile(regex)
+        for text in (
+            "iteration 5/ 9 | x | lm loss: 1.0 |",
+            "iteration 5/ 9 |",
+            "step 3 of 4",
+            "step 3",
+            "x(ab",
+        ):
+            a, b = whole.search(text), found.search(text)
+            assert (a is None) == (b is None)
+            assert (
+                a is None
+                or b is None
+                or (a.start(), {k: a[k] for k in b.groupdict()}) == (b.start(), b.groupdict())
+            )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -17,6 +19,7 @@ from oellm_autoexp.core.progress import (
     ProgressEvent,
     ProgressState,
     advance,
+    advance_iterations,
     check_hang,
     progress_limit_s,
     start,
@@ -200,3 +203,22 @@ def test_production_defaults() -> None:
         config.checkpoint_grace_s,
         config.startup_timeout_s,
     ) == (1800.0, 10.0, 900.0, 3600.0, 3600.0)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_advance_iterations_is_one_advance_per_line(seed: int) -> None:
+    """Folding many counters at once gives the state one `advance` per counter gives: samples, the
+    window of STEP_SAMPLES, gaps, repeated and lower counters, a save in progress, output times."""
+    rng = random.Random(seed)
+    state = replay(iterations(rng.uniform(1, 9), rng.randint(0, 30)))
+    if rng.random() < 0.3:
+        state = replace(state, checkpoint_since_s=state.last_output_s, clean_interval=False)
+    now, counter, batch = state.last_output_s, state.iteration or 0, []
+    for _ in range(rng.randint(0, 60)):
+        now += rng.choice((0.0, 0.5, 2.0, 30.0))
+        counter += rng.choice((1, 1, 1, 5, 0, -3))
+        batch.append((counter, now, rng.random() < 0.1))
+    one_by_one = state
+    for counter, at, gap in batch:
+        one_by_one = advance(one_by_one, Iteration(counter, after_gap=gap), at)
+    assert advance_iterations(state, batch) == one_by_one

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from oellm_autoexp.adapters.pattern_files import load_patterns
+from oellm_autoexp.core import log_lines
 from oellm_autoexp.core.attempt_view import EarlySettings
 from oellm_autoexp.core.job_state import JobState
 from oellm_autoexp.core.judge import Evidence, PastDecision
 from oellm_autoexp.core.line_time import line_times
-from oellm_autoexp.core.log_end import LogEnd, end_of
+from oellm_autoexp.core.log_end import TAIL_LINES, LogEnd, end_of
+from oellm_autoexp.core.log_lines import split_log
 from oellm_autoexp.core.policy import load_policy
 from oellm_autoexp.core.progress import HangConfig
 from oellm_autoexp.core.read_times import ReadMark, coalesces
@@ -24,8 +28,11 @@ from oellm_autoexp.core.replay import (
     batches_of,
     replay,
     replay_lines,
+    replay_log,
 )
 from oellm_autoexp.daemon.replay_runs import decoded_lines
+from tests.conftest import unavailable
+from tests.unit.synthetic_logs import synthetic_log
 
 ROOT = Path(__file__).resolve().parents[2]
 PATTERNS = load_patterns(["megatron_production"])
@@ -177,3 +184,161 @@ def test_replay_of_lines_by_bisection_equals_replay_of_batches(log: Path) -> Non
     for one in (setup(), setup(hang=quick), setup(early=healing)):
         expected = replay(batches_of(lines, times), slurm, one, source="x")
         assert _summary(replay_lines(lines, times, slurm, one, source="x")) == _summary(expected)
+
+
+# -- the fast path (replay_log over core/log_lines.py) against the reference -----------------------
+
+FIXTURE_LOGS = sorted((ROOT / "tests" / "fixtures" / "logs").glob("*/*.log"))
+SETTINGS = {
+    "default": setup(),
+    "quick": setup(hang=HangConfig(startup_timeout_s=30, no_output_timeout_s=20, progress_floor_s=20)),
+    "healing": setup(early=EarlySettings(settle_s=5.0, in_job_restarts=True, recovery_window_s=60.0)),
+    # A poll that is no divisor of the stamps' seconds, and limits a few polls long.
+    "odd_poll": setup(
+        early=EarlySettings(settle_s=2.5), poll_s=3.7,
+        hang=HangConfig(startup_timeout_s=50, no_output_timeout_s=400, progress_floor_s=90, progress_factor=4),
+    ),
+    "tiny": setup(
+        early=EarlySettings(settle_s=1.0), poll_s=1.0,
+        hang=HangConfig(startup_timeout_s=3, no_output_timeout_s=2, progress_floor_s=2, progress_factor=3),
+    ),
+    "no_hang": setup(hang=None, poll_s=3.0),
+}  # fmt: skip
+
+
+@pytest.fixture(params=["python", "numpy"])
+def engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """core/log_lines.py's way of splitting a log, for every log size."""
+    try:
+        log_lines.set_engine(request.param)
+    except ValueError:
+        unavailable("numpy (the `fast` extra) is not installed")
+    yield request.param
+    log_lines.set_engine("auto")
+
+
+def _everything(result: ReplayResult) -> tuple:
+    """All a replay reports: every decision in full (its judgement and evidence), the timeline, the ends."""
+    decisions = [(d.at_s, d.lines_read, d.offset, d.judgement) for d in result.decisions]
+    events = [(e.at_s, e.kind, e.text, e.signal) for e in result.events]
+    return (decisions, events, result.lines_read, result.end, result.ended_by, result.first_fatal,
+            result.root_cause, result.dropped_signals, result.origin_s, result.slurm)  # fmt: skip
+
+
+MAX_POLLS = 100_000  # a log spanning months (three yearless fixtures) runs its quiet polls only up to here
+
+
+def _reference(data: bytes, one: ReplaySetup) -> ReplayResult:
+    """The slow way: every line decoded and stamped one by one, one batch per distinct time, every poll run."""
+    lines = decoded_lines(data)
+    times = line_times(lines, fallback_year=2026).times_s
+    slurm = SlurmView(times[0], times[-1], end_of(lines))
+    every_poll = (times[-1] - times[0]) / one.poll_s < MAX_POLLS
+    return replay(batches_of(lines, times), slurm, one, source="x", every_poll=every_poll)
+
+
+def _fast(data: bytes, one: ReplaySetup) -> ReplayResult:
+    """What `autoexp replay LOG` runs (daemon/replay_runs.py replay_file)."""
+    log = split_log(data, fallback_year=2026)
+    times = log.times.times_s
+    slurm = SlurmView(times[0], times[-1], end_of(log.tail(TAIL_LINES)))
+    return replay_log(log, slurm, one, source="x")
+
+
+@pytest.mark.parametrize("log", FIXTURE_LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_fast_replay_of_every_fixture_equals_the_reference(log: Path, engine: str) -> None:
+    """Lines split and stamped in bulk, groups classified as one text, kept progress lines as marks and
+    quiet polls passed over decide, report and time everything exactly as the line-by-line reference."""
+    data = log.read_bytes()
+    for name, one in SETTINGS.items():
+        assert _everything(_fast(data, one)) == _everything(_reference(data, one)), name
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fast_replay_of_generated_logs_equals_the_reference(seed: int, engine: str) -> None:
+    """Generated logs (tests/unit/synthetic_logs.py: skewed ranks, unstamped stretches, silences, stalls,
+    saves, counters going back, CRLF, bad UTF-8, fatal ends) replay exactly as the reference."""
+    data = synthetic_log(seed)
+    for name, one in SETTINGS.items():
+        assert _everything(_fast(data, one)) == _everything(_reference(data, one)), name
+
+
+def _megatron(t: float, it: int, rank: str = "") -> str:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(T0 + t))
+    return f"{rank} [{stamp}] iteration {it:>8}/    50000 | lm loss: 5.0E+00 | loss scale: 1.0 |"
+
+
+def _glog(t: float) -> str:
+    return time.strftime("W%m%d %H:%M:%S.000000 42 run.py:1] still here", time.gmtime(T0 + t))
+
+
+T0 = 1_795_300_000  # 2026-11-22
+
+
+def _bytes(lines: list[str]) -> bytes:
+    return ("\n".join(lines) + "\n").encode()
+
+
+QUICK = SETTINGS["quick"]  # hang limits of 20 s, a 10 s poll
+
+
+@pytest.mark.parametrize(
+    ("case", "lines", "at_s", "reason"),
+    [
+        (  # 300 lines a second, a 1,000 s silence, more lines: a hang at the first poll past 20 s
+            "a long gap inside a quiet stretch",
+            [_megatron(t, t + 1) for t in range(300)] + [_megatron(1300 + t, 301 + t) for t in range(50)],
+            320.0,
+            "Transient failure detected (error_type=hang)",
+        ),
+        (  # lines keep coming, the counter stands still from t=99: no progress past 20 s, at the poll t=120
+            "a hang threshold crossed inside a stretch of lines",
+            [_megatron(t, t + 1) for t in range(100)] + [_glog(100 + t) for t in range(200)],
+            120.0,
+            "Transient failure detected (error_type=hang)",
+        ),
+        (  # rank 1's clock is 15 s behind (its stamps read as the latest so far); an OOM at t=199 is judged 5 s on
+            "interleaved ranks, stamps going back",
+            [
+                x
+                for t in range(200)
+                for x in (_megatron(t, t + 1, "[rank0]:"), _megatron(t - 15, t + 1, "[rank1]:"))
+            ]
+            + [OOM, _glog(230)],
+            204.0,
+            "Permanent failure detected (excluded error_type: oom)",
+        ),
+        (  # 400 unstamped lines take the time of the stamp before them (t=59), the next stamp is t=160
+            "an unstamped stretch",
+            [_megatron(t, t + 1) for t in range(60)]
+            + [f"plain line {i}" for i in range(400)]
+            + [_megatron(160 + t, 61 + t) for t in range(30)],
+            80.0,
+            "Transient failure detected (error_type=hang)",
+        ),
+    ],
+    ids=["long gap", "threshold crossed", "ranks going back", "unstamped stretch"],
+)
+def test_fast_replay_cases(case: str, lines: list[str], at_s: float, reason: str, engine: str) -> None:
+    """Each case decides where the reference does, and where the limits say."""
+    data = _bytes(lines)
+    fast, reference = _fast(data, QUICK), _reference(data, QUICK)
+    assert _everything(fast) == _everything(reference)
+    [decision] = fast.decisions
+    assert decision.at_s - fast.origin_s == at_s and decision.judgement.decision.reason == reason
+
+
+def test_lines_of_one_time_are_one_batch_also_by_bisection() -> None:
+    """Lines sharing the first line's time are read together before the tick at that time, as one batch
+    is: before, bisection read them one at a time when a tick was due then, and a fixture judged its
+    fatal line with a different set of lines than the batch replay (exception.log, 1 s polls)."""
+    log = ROOT / "tests" / "fixtures" / "logs" / "cpu" / "exception.log"
+    lines = decoded_lines(log.read_bytes())
+    times = line_times(lines, fallback_year=2026).times_s
+    slurm = SlurmView(times[0], times[-1], end_of(lines))
+    one = SETTINGS["tiny"]
+    by_lines = replay_lines(lines, times, slurm, one, source="x")
+    assert _everything(by_lines) == _everything(replay(batches_of(lines, times), slurm, one, source="x"))
+    assert by_lines.decisions[0].judgement.evidence.lines == (
+        "[rank1]: ValueError: shard index 6000 out of range for dataset with 5000 samples",
+    )
