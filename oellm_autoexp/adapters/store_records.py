@@ -109,6 +109,18 @@ class LogReadInfo:
     read_at: datetime
 
 
+@dataclass(frozen=True)
+class LogReadWrite:
+    """One timing-record row to save: a new one (`row_id` None) or row `row_id` grown to `end_offset`."""
+
+    attempt_id: int
+    row_id: int | None
+    start_offset: int
+    end_offset: int
+    read_at: datetime
+    consumed: tuple[str, int] | None = None  # (path, inode): `end_offset` is also that log's consumed offset
+
+
 def session_info(r: SessionRow) -> SessionInfo:
     return SessionInfo(
         r.id, r.name, r.config_path, r.config_json, r.created_at, r.status,

@@ -26,7 +26,7 @@ COALESCE_S = 1.0  # batches of one burst within this long share a row
 class ReadMark:
     """One stored row: bytes [start_offset, end_offset) were read at `read_at_s`."""
 
-    row_id: int | None  # the store's row id, once written
+    row_id: int | None  # the store's row id, once saved (the monitor saves a poll's rows together)
     start_offset: int
     end_offset: int
     read_at_s: float  # epoch seconds
@@ -37,7 +37,6 @@ def coalesces(last: ReadMark | None, start_offset: int, read_at_s: float, has_si
     """True when a new batch extends `last` rather than adding a row (see the module docstring)."""
     return (
         last is not None
-        and last.row_id is not None
         and not has_signal
         and not last.has_signal
         and start_offset == last.end_offset

@@ -16,6 +16,7 @@ store transaction (`record_judgement`), then carried out (cancel, resubmit).
 from __future__ import annotations
 
 import codecs
+import math
 import os
 import queue
 import threading
@@ -32,6 +33,7 @@ from oellm_autoexp.adapters.store import (
     Intent,
     JobInfo,
     JobStatus,
+    LogReadWrite,
     NewSignal,
     SessionStatus,
     SQLiteStore,
@@ -73,6 +75,9 @@ from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt, job_history
 FLUSH_WAIT_S = 2.0  # how long a job's end waits for the tailer to read its last lines
 QUEUE_WAIT_S = 0.5  # the loop wakes at least this often to notice a stop request
 PRIME_BLOCK_BYTES = 4 << 20  # a resumed attempt's consumed log is re-read in blocks of this size
+# monitor_state.json is rewritten at most this often while running (and always at the end): it
+# reads every job of the store, and a fatal line brings several polls within seconds.
+SNAPSHOT_EVERY_S = 5.0
 # Extra polls after a fatal line (seconds from it): the process usually exits within a few seconds.
 FATAL_FOLLOW_UP_POLLS_S = (0.5, 1.5, 3.0, 6.0)
 DEFAULT_LOCK_STALE_S = 120.0  # sessions without active jobs (MonitorSettings.lock_stale_after_s)
@@ -106,12 +111,14 @@ class Monitor:
         self._deferred: list[object] = []
         self._runtimes: dict[int, JobRuntime] = {}  # job id -> runtime
         self._live: dict[int, LiveAttempt] = {}  # attempt id -> live attempt
+        self._unsaved: dict[int, LiveAttempt] = {}  # attempt id -> live attempt with reads to save
         self._by_log: dict[str, LiveAttempt] = {}  # absolute log path -> live attempt
         self._locks = SessionLocks(store, self.session_ids)
         self._tailer: LogTailer | None = None
         self._ticker: Ticker | None = None
         self._submitter = Submitter(store, self._say)
         self._dirty = True
+        self._snapshot_at = -math.inf  # when monitor_state.json was last written
         self._lock_lost = False  # a heartbeat found another monitor holding a session: stop
         self._store_lost = False  # autoexp.db was deleted or replaced: stop, naming the jobs
         # Writes nobody waits for go through a buffer that keeps them, in order, while the
@@ -152,6 +159,7 @@ class Monitor:
             self._tailer = None
             if not self._store_lost:
                 self._writes.flush()
+                self._save_reads()
                 self._write_snapshot()
                 self._release_sessions()
             for pending in self._writes.pending():
@@ -371,6 +379,7 @@ class Monitor:
 
     def _poll(self, now: float) -> None:
         self._writes.flush()  # what a full disk held back, in order
+        self._save_reads()
         for job_id, _ in self._submitter.take_due(now):
             if job_id in self._runtimes:
                 self._submit(self._runtimes[job_id], now)
@@ -386,7 +395,7 @@ class Monitor:
         self._observer.notice(Polled(tuple(self.session_ids), tuple(self._live.values()), now))
         if self._on_poll is not None:
             self._on_poll()
-        if self._dirty:
+        if self._dirty and now - self._snapshot_at >= SNAPSHOT_EVERY_S:
             self._write_snapshot()
 
     def _poll_executor(self, executor: Executor, lives: list[LiveAttempt], now: float) -> None:
@@ -403,7 +412,7 @@ class Monitor:
             record = records.get(live.executor_id)
             if record is not None:
                 self._observe(live, record, now)
-        self._strays.sweep(executor, tagged, utc(now))
+        self._strays.sweep(executor, tagged, utc(now), watched={live.executor_id for live in lives})
 
     def _observe(self, live: LiveAttempt, record: JobRecord, now: float) -> None:
         if record.state is JobState.UNKNOWN:
@@ -481,6 +490,7 @@ class Monitor:
 
     def _drop(self, live: LiveAttempt) -> None:
         """Stop watching an attempt that ended (its end is recorded by the caller)."""
+        self._save_reads()  # its last reads, and where its log was consumed to
         self._live.pop(live.attempt.id, None)
         if live.log_path and self._by_log.get(live.log_path) is live:
             del self._by_log[live.log_path]
@@ -661,18 +671,52 @@ class Monitor:
     # -- the timing record (`autoexp replay --session`; core/read_times.py) -----------------------
 
     def _record_read_time(self, live: LiveAttempt, event: LogLines, now: float, *, has_signal: bool) -> None:
-        """Remember when these bytes were read, so that a replay delivers them at the same time."""
+        """Remember when these bytes were read, so that a replay delivers them at the same time.
+
+        Kept in memory and saved with every other log's reads at the next poll (`_save_reads`):
+        one transaction per poll, not a commit per read. A read that carried a cause line is
+        saved at once, beside its signals. A monitor killed in between loses at most a poll's
+        plain reads: its successor reads those lines again from the saved offset.
+        """
         last = live.last_read
         if last is not None and coalesces(last, event.start_offset, now, has_signal):
-            self.store.record_log_read(live.attempt.id, last.start_offset, event.end_offset,
-                                       read_at=utc(last.read_at_s), extend=last.row_id,
-                                       consumed=(event.path, event.inode))  # fmt: skip
-            live.last_read = extended(last, event.end_offset)
+            mark = extended(last, event.end_offset)
+            if live.unsaved_reads and live.unsaved_reads[-1] is last:
+                live.unsaved_reads[-1] = mark
+            else:
+                live.unsaved_reads.append(mark)
+        else:
+            mark = ReadMark(None, event.start_offset, event.end_offset, now, has_signal)
+            live.unsaved_reads.append(mark)
+        live.last_read, live.read_inode = mark, event.inode
+        self._unsaved[live.attempt.id] = live
+        if has_signal:
+            self._save_reads()
+
+    def _save_reads(self) -> None:
+        """The timing-record rows and consumed offsets of every log read since the last save, at once."""
+        lives = [live for live in self._unsaved.values() if live.unsaved_reads and live.log_path]
+        writes = [
+            LogReadWrite(live.attempt.id, mark.row_id, mark.start_offset, mark.end_offset, utc(mark.read_at_s),
+                         consumed=(path, live.read_inode) if mark is live.unsaved_reads[-1] else None)
+            for live in lives if (path := live.log_path) for mark in live.unsaved_reads
+        ]  # fmt: skip
+        if not writes:
+            self._unsaved.clear()
             return
-        row_id = self.store.record_log_read(live.attempt.id, event.start_offset, event.end_offset,
-                                            read_at=utc(now), extend=None,
-                                            consumed=(event.path, event.inode))  # fmt: skip
-        live.last_read = ReadMark(row_id, event.start_offset, event.end_offset, now, has_signal)
+        try:
+            ids = self.store.save_log_reads(writes)
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            return  # kept, and saved at a later poll (the write buffer says the disk is full)
+        newest = iter(ids)
+        for live in lives:
+            row_ids = [next(newest) for _ in live.unsaved_reads]
+            if live.last_read is live.unsaved_reads[-1]:
+                live.last_read = replace(live.last_read, row_id=row_ids[-1])
+            live.unsaved_reads = []
+        self._unsaved.clear()
 
     # -- output ---------------------------------------------------------------------------------
 
@@ -689,7 +733,7 @@ class Monitor:
             if not is_disk_full(exc):
                 raise
             return  # stays dirty: written again at a later poll; the buffer warns once a minute
-        self._dirty = False
+        self._dirty, self._snapshot_at = False, self.clock()
 
 
 def allocation(known: tuple[str, ...], record: JobRecord) -> tuple[str, ...]:

@@ -61,6 +61,9 @@ class LiveAttempt:
     signals_recorded: int = 0  # how many of the classifier's signals are in the store
     nodes: tuple[str, ...] = field(default_factory=tuple)
     last_read: ReadMark | None = None  # the timing record's newest row (Monitor._record_read_time)
+    # Rows not saved yet, or grown since saved, oldest first: a poll saves them all at once.
+    unsaved_reads: list[ReadMark] = field(default_factory=list)
+    read_inode: int = 0  # the log's inode at the newest read: its consumed offset belongs to it
 
     @property
     def executor_id(self) -> str:

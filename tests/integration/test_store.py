@@ -20,6 +20,7 @@ from oellm_autoexp.adapters.store import (
     DuplicateAttempt,
     Intent,
     JobStatus,
+    LogReadWrite,
     MonitorLockHeld,
     NewSignal,
     SQLiteStore,
@@ -377,16 +378,25 @@ def test_close_releases_every_connection(tmp_path: Path) -> None:
 
 
 def test_timing_record_rows_are_added_extended_and_read_back_in_order(store: SQLiteStore) -> None:
-    """`record_log_read` adds a row, or extends the row it names; rows come back in read order, and
-    they go with their attempt."""
+    """`save_log_reads` adds rows, or extends the rows it names, and saves the consumed offset of
+    each log's newest read, all in one call; rows come back in read order, with their attempt."""
     _, jid = _job(store)
     aid = store.record_intent(jid, 1, "tag-1", now=T0, log_path="/logs/x.out")
-    first = store.record_log_read(aid, 0, 100, read_at=T0, extend=None)
-    assert store.record_log_read(aid, 0, 180, read_at=T0 + timedelta(seconds=1), extend=first) == first
-    store.record_log_read(aid, 180, 250, read_at=T0 + timedelta(seconds=9), extend=None)
+    first, second = store.save_log_reads([
+        LogReadWrite(aid, None, 0, 100, T0),
+        LogReadWrite(aid, None, 100, 120, T0 + timedelta(seconds=2), consumed=("/logs/x.out", 7)),
+    ])  # fmt: skip
+    assert second == first + 1
+    assert store.load_offset("/logs/x.out") == (7, 120)
+    assert store.save_log_reads([
+        LogReadWrite(aid, second, 100, 180, T0 + timedelta(seconds=3)),
+        LogReadWrite(aid, None, 180, 250, T0 + timedelta(seconds=9), consumed=("/logs/x.out", 7)),
+    ])[0] == second  # fmt: skip
+    assert store.load_offset("/logs/x.out") == (7, 250)
     rows = store.log_reads_for_attempt(aid)
     assert [(r.start_offset, r.end_offset, r.read_at) for r in rows] == [
-        (0, 180, T0),  # extending keeps the row's first read time
+        (0, 100, T0),
+        (100, 180, T0 + timedelta(seconds=2)),  # extending keeps the row's first read time
         (180, 250, T0 + timedelta(seconds=9)),
     ]
     assert store.log_reads_for_attempt(aid + 1) == []

@@ -150,7 +150,7 @@ def test_a_clean_log_completes() -> None:
         (ReadMark(1, 0, 100, 10.0), 100, 10.5, True, False),  # a signal keeps its own time
         (ReadMark(1, 0, 100, 10.0, has_signal=True), 100, 10.5, False, False),  # nor is a signal row grown
         (ReadMark(1, 0, 100, 10.0), 0, 10.5, False, False),  # the file was read again from 0
-        (ReadMark(None, 0, 100, 10.0), 100, 10.5, False, False),  # not written yet
+        (ReadMark(None, 0, 100, 10.0), 100, 10.5, False, True),  # not saved yet: it grows in memory
         (None, 0, 10.0, False, False),
     ],
 )
