@@ -27,7 +27,7 @@ import yaml
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_DIR / "results"
 FAKE_JOB = BENCH_DIR / "_fake_job.py"
-MACHINE = "2-core VM, shared"
+MACHINE = os.environ.get("AUTOEXP_BENCH_MACHINE", "2-core VM, shared")
 TIME_RE = re.compile(r"\[bench t=(?P<t>\d+\.\d+)\]")  # what _fake_job.py stamps into its lines
 
 
