@@ -34,7 +34,7 @@ import re
 import sre_constants as _sc
 import sre_parse as _sp
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Protocol
@@ -213,29 +213,16 @@ def head_regex(regex: str, ignore_case: bool, keep: Sequence[str]) -> re.Pattern
     the kept lines of progress runs (core/classify.py `ProgressMark`), where the part after the
     counter (Megatron's `| lm loss: ...`) costs most of the search.
     """
-    depth, i, in_class, opened, closed = 0, 0, False, -1, -1
-    while i < len(regex):
-        ch = regex[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-            if regex[i + 1 : i + 2] == "^":
-                i += 1
-            if regex[i + 1 : i + 2] == "]":
-                i += 1  # a `]` first in a class is a literal
-        elif ch == "(":
+    depth, opened, closed = 0, -1, -1
+    for i, ch in _structure(regex):
+        if ch == "(":
             opened = i if depth == 0 else opened
             depth += 1
         elif ch == ")":
             depth -= 1
             closed = i if depth == 0 else closed
-        elif ch == "|" and depth == 0:
+        elif depth == 0:
             return None  # `a|(b)?`: the group is not a trailing part of every match
-        i += 1
     if depth != 0 or closed != len(regex) - 2 or not regex.endswith("?") or opened <= 0:
         return None
     flags = re.IGNORECASE if ignore_case else 0
@@ -255,7 +242,22 @@ def head_regex(regex: str, ignore_case: bool, keep: Sequence[str]) -> re.Pattern
 
 def _top_level_branches(regex: str) -> list[str]:
     """`a|b(c|d)|e` -> [`a`, `b(c|d)`, `e`]: splits at `|` outside groups and classes."""
-    branches, depth, start, i, in_class = [], 0, 0, 0, False
+    branches, depth, start = [], 0, 0
+    for i, ch in _structure(regex):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif depth == 0:
+            branches.append(regex[start:i])
+            start = i + 1
+    branches.append(regex[start:])
+    return branches
+
+
+def _structure(regex: str) -> Iterator[tuple[int, str]]:
+    """(index, char) of each `(`, `)` and `|` of a regex that is not escaped or in a class."""
+    i, in_class = 0, False
     while i < len(regex):
         ch = regex[i]
         if ch == "\\":
@@ -269,16 +271,9 @@ def _top_level_branches(regex: str) -> list[str]:
                 i += 1
             if regex[i + 1 : i + 2] == "]":
                 i += 1  # a `]` first in a class is a literal
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "|" and depth == 0:
-            branches.append(regex[start:i])
-            start = i + 1
+        elif ch in "()|":
+            yield i, ch
         i += 1
-    branches.append(regex[start:])
-    return branches
 
 
 def _literal_led(regex: re.Pattern[str]) -> bool:
