@@ -19,6 +19,10 @@ import jinja2
 # Package data (core/templates/), loaded through the package's import machinery so that it
 # is found wherever the package is installed.
 TEMPLATE_PACKAGE = ("oellm_autoexp.core", "templates")
+# The walltime warning is sent again this often while the step runs (sbatch.sh.j2 says why):
+# long enough that a checkpoint in progress is rarely interrupted by a repeat, short enough
+# that a warning lost during start-up is delivered well before the time limit.
+WARNING_RESEND_S = 30
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,6 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render_sbatch(spec: ScriptSpec) -> str:
-    """The sbatch script for `spec`."""
-    return _environment().get_template("sbatch.sh.j2").render(spec=spec)
+def render_sbatch(spec: ScriptSpec, *, warning_resend_s: int = WARNING_RESEND_S) -> str:
+    """The sbatch script for `spec` (`warning_resend_s`: shorter in tests)."""
+    return _environment().get_template("sbatch.sh.j2").render(spec=spec, warning_resend_s=warning_resend_s)

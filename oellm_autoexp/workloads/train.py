@@ -242,7 +242,7 @@ class Trainer:
                 window_start, window_iters = time.perf_counter(), 0
             if iteration % a.save_interval == 0 or iteration == a.steps:
                 self.save()
-            if stop_names:
+            if stop_names and iteration < a.steps:  # at the last step, finishing is the better stop
                 if self.last_saved != iteration:
                     self.save()
                 self.log(log_lines.signal_exit_line(stop_names, iteration))
@@ -262,9 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ctx.is_main:
         print(f"> initialized torch distributed: {distributed.describe(ctx)}", flush=True)
     code = Trainer(args, ctx, stop).run()
-    # The decision is made: a launcher's SIGTERM during teardown must not turn 75/0 into
-    # -15 (Python restores SIG_DFL for handled signals while it finalizes; SIG_IGN stays).
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # The decision is made: a launcher's SIGTERM, or a walltime warning sent again, during
+    # teardown must not turn 75/0 into -15/-10 (Python restores SIG_DFL for handled signals
+    # while it finalizes; SIG_IGN stays).
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
     distributed.shutdown()
     return code
 

@@ -276,19 +276,26 @@ def test_an_unverifiable_checkpoint_stops_the_job_with_what_to_check(autoexp: Au
 
 
 def torchrun_experiment(autoexp: AutoexpEnv, *fault: str) -> Path:
-    """The resumable trainer under `torchrun --max-restarts=1` (2 CPU workers), window 120 s.
+    """The resumable trainer under `torchrun --max-restarts=1` (2 CPU workers), window 300 s.
 
-    (Its restarted round cannot heal here: on CPU/gloo the new workers' connectFullMesh is refused,
-    torch 2.13, static and c10d rendezvous alike; the healed case runs with a scripted launcher above.)
+    The restarted round usually resumes from the checkpoint and crashes again at the same step
+    within seconds. On a loaded machine its gloo connectFullMesh has been seen to time out
+    instead (`Connect timeout`, 100 s; with torch's default process-group timeout over two
+    minutes, past a 120 s window). The window is long enough for either, so the round always
+    ends before it and torchrun gives up: the test is about how that end is judged.
     """
     args = ["--steps", "12", "--save-interval", "3", "--step-time-s", "0.2", "--device", "cpu",
-            "--ckpt-dir", str(autoexp.tmp / "ckpt"), *fault]  # fmt: skip
+            "--pg-timeout-s", "20", "--ckpt-dir", str(autoexp.tmp / "ckpt"), *fault]  # fmt: skip
     backend = {"torchrun_args": ["--max-restarts=1", "-m"], "script": "oellm_autoexp.workloads.train",
                "nproc_per_node": 2, "args": args}  # fmt: skip
-    path = autoexp.experiment([], {"recovery_window_s": 120}, slurm={"cpus_per_task": 2}, backend=backend)
+    path = autoexp.experiment([], {"recovery_window_s": TORCHRUN_WINDOW_S}, slurm={"cpus_per_task": 2},
+                              backend=backend)  # fmt: skip
     # `backend` replaced the command backend's section; its defaults entry names the group to use.
     path.write_text(path.read_text(encoding="utf-8").replace("- backend: command", "- backend: torchrun"))
     return path
+
+
+TORCHRUN_WINDOW_S = 300
 
 
 @pytest.mark.torch
@@ -296,12 +303,12 @@ def test_torchrun_that_gives_up_is_judged_at_its_end(autoexp: AutoexpEnv) -> Non
     """torchrun --max-restarts=1: the backend says it restarts in place (no monitoring flag), so the crash
     opens a recovery window instead of a cancel. The same crash every time: torchrun restarts once, then
     gives up and the job fails. Its end is judged at once on the root cause (an exception: stopped),
-    long before the 120 s window closes."""
+    not when the window closes."""
     path = torchrun_experiment(autoexp, "--fault", "crash", "--fault-at-step", "7")
-    done = autoexp.cli("run", str(path), timeout_s=240)
+    done = autoexp.cli("run", str(path), timeout_s=TORCHRUN_WINDOW_S + 120)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "the launcher restarts in place: recovery window 120 s" in done.stdout
+    assert f"the launcher restarts in place: recovery window {TORCHRUN_WINDOW_S} s" in done.stdout
     assert [a.state.value for a in autoexp.attempts()] == ["FAILED"]
     assert autoexp.reasons() == [("stop", "Permanent failure detected (excluded error_type: exception)")]
     [stop] = evidence(autoexp, "stop")
-    assert stop.trigger == "end" and (stop.after_first_fatal_s or 0.0) < 60.0
+    assert stop.trigger == "end" and (stop.after_first_fatal_s or 0.0) < TORCHRUN_WINDOW_S

@@ -1,8 +1,10 @@
 """A run longer than its time limit chains through walltime warnings to the end, losing no step.
 
 `--time=1` with `slurm.signal: {enabled: true, seconds_before: 50}`: Slurm checks limits every
-30 s, so USR1 reaches the batch shell 25-30 s after the start (SLURM_LOCAL.md). The shell
-forwards it; train.py checkpoints at the end of the iteration it is in, prints `exiting
+30 s, and may send the signal up to a minute early (sbatch(1)), so USR1 reaches the batch shell
+anywhere from the start to ~30 s in (on a loaded machine, while the workers were still importing
+torch). The shell forwards it, and again every 30 s while the step runs (a worker that was not
+listening yet gets the repeat); train.py checkpoints at the end of the iteration it is in, prints `exiting
 program after receiving SIGUSR1 at iteration N (checkpoint saved)` and exits. torchrun has
 no USR1 handler and dies of it, so Slurm records FAILED 10:0; the exit line is what the
 monitor goes by (config/monitoring/autoexp_workloads.yaml: error_type time_limit), and the
@@ -26,7 +28,7 @@ from tests.conftest import REPO_ROOT, SlurmCluster
 pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.slow]
 
 CONFIG = REPO_ROOT / "config" / "experiments" / "train_local_slurm.yaml"
-# 80 steps of >= 0.5 s cannot finish before the USR1 at <= 30 s: at least two attempts.
+# 80 steps of >= 0.5 s cannot finish before the USR1 (or its repeat) at <= ~35 s: at least two attempts.
 STEPS = 80
 # Two or three attempts of at most ~30 s each, plus start-up and resubmission.
 RUN_TIMEOUT_S = 300

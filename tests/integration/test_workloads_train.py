@@ -102,6 +102,28 @@ def test_sigusr1_saves_at_current_step_exits_75_and_resumes(tmp_path: Path) -> N
     assert iterations(resumed.stdout) == [stop + 1, stop + 2]
 
 
+def test_a_warning_in_the_last_step_or_at_teardown_lets_the_run_finish(tmp_path: Path) -> None:
+    """A walltime warning (sent again every few seconds by the job script) that lands in the last
+    step, or while the process tears down, changes nothing: the run is done, exit 0, no stop line.
+    (Before: exit 75 at the last step, and a repeat at teardown killed the rank, -10.)"""
+    ckpt = tmp_path / "ck"
+    cmd = [sys.executable, *TRAIN, "--ckpt-dir", str(ckpt), "--steps", "3", "--save-interval", "10"]
+    proc = subprocess.Popen([*cmd, "--step-time-s", "1.0"], stdout=subprocess.PIPE, text=True, env=env())
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:  # the second step logged: the third and last is under way
+        seen.append(line)
+        if iterations(line) == [2]:
+            break
+    while proc.poll() is None:  # a warning every 50 ms until the process is gone
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(0.05)
+    output = "".join(seen) + proc.stdout.read()
+    assert proc.returncode == 0, output
+    assert iterations(output) == [1, 2, 3] and "receiving SIGUSR1" not in output
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text() == "3\n"
+
+
 FAULT = ["--steps", "8", "--save-interval", "2", "--fault-at-step", "3"]
 
 

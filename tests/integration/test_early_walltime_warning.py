@@ -1,0 +1,87 @@
+"""A walltime warning that comes before the training is ready for it still reaches it.
+
+Slurm may send `--signal=B:USR1@N` up to a minute early. On a loaded machine it came while the
+job script was still setting up (bash's default action ended the job: judged a crash) and while
+the workers were still importing torch (they inherit USR1 ignored, so it was lost and the job ran
+into its time limit). The rendered script traps the warning from its first line, holds it until
+the launch exists, and sends it again while the step runs. These tests run the real script under
+bash (the local executor's path: no srun) with a real Python worker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from oellm_autoexp.core.render import ScriptSpec, render_sbatch
+
+# The worker: sleeps before installing its handler (torch's import, a checkpoint's load), then
+# waits for the warning and says so. USR1 is ignored until then, as under the node wrapper.
+WORKER = """
+import signal, sys, time
+time.sleep(float(sys.argv[1]))
+got = []
+signal.signal(signal.SIGUSR1, lambda *_: got.append(1))
+print("worker: handler installed", flush=True)
+deadline = time.monotonic() + 20
+while not got and time.monotonic() < deadline:
+    time.sleep(0.05)
+print("worker: got the warning" if got else "worker: no warning", flush=True)
+sys.exit(0 if got else 3)
+"""
+
+
+def spec(tmp_path: Path, *, setup_s: float, worker_start_s: float) -> ScriptSpec:
+    return ScriptSpec(
+        job_name="early", job_key="early", directives=(("time", "1"),), env=(),
+        make_dirs=(str(tmp_path / "out"),), setup=(("sleep", str(setup_s)),),
+        command=(sys.executable, "-c", WORKER, str(worker_start_s)), nodes=1, use_srun=False,
+        srun_options=(), master_port=None, forward_signals=("USR1", "TERM", "INT"), worker_signals=("USR1",),
+    )  # fmt: skip
+
+
+def run_warned_at(tmp_path: Path, script: str, warn_after_s: float) -> tuple[int, str]:
+    """Run the script; USR1 to the batch shell alone (Slurm's `B:`) after `warn_after_s`."""
+    path = tmp_path / "job.sh"
+    path.write_text(script, encoding="utf-8")
+    log = tmp_path / "job.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(["bash", str(path)], stdout=out, stderr=subprocess.STDOUT, env=env)
+        time.sleep(warn_after_s)
+        proc.send_signal(signal.SIGUSR1)
+        rc = proc.wait(timeout=60)
+    return rc, log.read_text(encoding="utf-8")
+
+
+def test_a_warning_during_setup_is_held_until_the_launch(tmp_path: Path) -> None:
+    """Before the fix the batch shell died of it (exit 138) and the training never ran."""
+    script = render_sbatch(spec(tmp_path, setup_s=2.0, worker_start_s=0.0), warning_resend_s=1)
+    rc, text = run_warned_at(tmp_path, script, 0.5)
+    assert rc == 0, text
+    assert "worker: got the warning" in text
+    assert text.index("autoexp: forwarding SIGUSR1 to the training processes") < text.index("worker: handler")
+
+
+def test_a_warning_before_the_workers_handler_is_sent_again(tmp_path: Path) -> None:
+    """The first delivery hits a worker that still ignores USR1; a repeat reaches its handler."""
+    script = render_sbatch(spec(tmp_path, setup_s=0.0, worker_start_s=2.5), warning_resend_s=1)
+    rc, text = run_warned_at(tmp_path, script, 1.0)
+    assert rc == 0, text
+    assert "autoexp: forwarding SIGUSR1 to the training processes again (the step still runs)" in text
+    assert text.index("worker: handler installed") < text.index("worker: got the warning")
+
+
+def test_the_repeats_end_with_the_step(tmp_path: Path) -> None:
+    """Nothing of the resender outlives the job: no repeat after the step's end, no process left."""
+    script = render_sbatch(spec(tmp_path, setup_s=0.0, worker_start_s=0.0), warning_resend_s=5)
+    rc, text = run_warned_at(tmp_path, script, 1.0)
+    assert rc == 0, text
+    assert text.rstrip().endswith("autoexp: job step exited with status 0")
+    time.sleep(0.3)  # the resender would sleep 5 s more if the script did not end it
+    left = subprocess.run(["pgrep", "-f", str(tmp_path / "job.sh")], capture_output=True, text=True, check=False)
+    assert left.stdout.strip() == "", left.stdout
