@@ -31,8 +31,9 @@ def write_text_atomic(path: Path, text: str) -> None:
     _fsync_dir(path.parent)
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
+def write_json_atomic(path: Path, data: Any, *, indent: int | None = 2) -> None:
+    """`indent=None`: one line, through json's C encoder (an indent takes the pure-Python one)."""
+    write_text_atomic(path, json.dumps(data, indent=indent) + "\n")
 
 
 def _fsync_dir(directory: Path) -> None:

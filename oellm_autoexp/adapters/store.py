@@ -40,7 +40,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DatabaseError, IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, defer, sessionmaker
 
 from oellm_autoexp.adapters.store_open import (
     check_is_database,
@@ -382,10 +382,14 @@ class SQLiteStore:
             row = db.scalar(in_session.where(JobRow.id == int(ref))) if ref.isdigit() else None
             return _with_counts(db, [row])[0] if row else None
 
-    def jobs_for_session(self, session_id: int) -> list[JobInfo]:
+    def jobs_for_session(self, session_id: int, *, with_plan: bool = True) -> list[JobInfo]:
+        """The session's jobs in id order. `with_plan=False` leaves each `plan` empty: decoding
+        the plans (each holds its rendered script) was most of what monitor_state.json cost."""
         stmt = select(JobRow).where(JobRow.session_id == session_id).order_by(JobRow.id)
+        if not with_plan:
+            stmt = stmt.options(defer(JobRow.plan_json, raiseload=True))
         with self._read() as db:
-            return _with_counts(db, list(db.scalars(stmt)))
+            return _with_counts(db, list(db.scalars(stmt)), with_plan=with_plan)
 
     def set_job_status(self, job_id: int, status: str, reason: str = "") -> None:
         """Set the job's JobStatus with a readable reason ("oom budget spent: 3/3")."""
@@ -660,18 +664,21 @@ class SQLiteStore:
         )
         with self._write() as db:
             conn = db.connection()
-            grown = []
-            for r in reads:
+            grown, new_rows, new_at = [], [], []
+            for i, r in enumerate(reads):
                 if r.row_id is None:
-                    added = conn.execute(add, {"attempt_id": r.attempt_id, "start_offset": r.start_offset,
-                                               "end_offset": r.end_offset, "read_at": r.read_at})  # fmt: skip
-                    ids.append(added.lastrowid)
+                    new_rows.append({"attempt_id": r.attempt_id, "start_offset": r.start_offset,
+                                     "end_offset": r.end_offset, "read_at": r.read_at})  # fmt: skip
+                    new_at.append(i)
+                    ids.append(0)  # filled in below
                 else:
                     grown.append({"row_id": r.row_id, "end": r.end_offset})
                     ids.append(r.row_id)
                 if r.consumed is not None:  # the newest read of a log decides its offset
                     offsets[r.consumed[0]] = {"path": r.consumed[0], "inode": r.consumed[1],
                                               "offset": r.end_offset, "updated_at": now}  # fmt: skip
+            for i, row_id in zip(new_at, self._insert_log_reads(conn, add, new_rows), strict=True):
+                ids[i] = row_id
             if grown:
                 conn.execute(grow, grown)
             if offsets:
@@ -683,6 +690,17 @@ class SQLiteStore:
                     list(offsets.values()))  # fmt: skip
         return ids
 
+    @staticmethod
+    def _insert_log_reads(conn: Any, add: Any, rows: list[dict[str, Any]]) -> list[int]:
+        """Insert rows and return their ids in order: a few multi-row INSERT ... RETURNING
+        statements where SQLite has RETURNING (3.35+), else one INSERT per row."""
+        if not rows:
+            return []
+        if conn.dialect.insert_executemany_returning_sort_by_parameter_order:
+            returning = add.returning(LogReadRow.id, sort_by_parameter_order=True)
+            return list(conn.execute(returning, rows).scalars())
+        return [conn.execute(add, row).lastrowid for row in rows]
+
     def log_reads_for_attempt(self, attempt_id: int) -> list[LogReadInfo]:
         """The attempt's timing record, in read order."""
         stmt = select(LogReadRow).where(LogReadRow.attempt_id == attempt_id).order_by(LogReadRow.id)
@@ -691,7 +709,7 @@ class SQLiteStore:
                     for r in db.scalars(stmt)]  # fmt: skip
 
 
-def _with_counts(db: Session, rows: Sequence[JobRow]) -> list[JobInfo]:
+def _with_counts(db: Session, rows: Sequence[JobRow], *, with_plan: bool = True) -> list[JobInfo]:
     """JobInfos with restart counts taken from the restart decisions: their one source of truth."""
     ids = [r.id for r in rows]
     stmt = select(DecisionRow.job_id, DecisionRow.evidence_json).where(
@@ -702,7 +720,7 @@ def _with_counts(db: Session, rows: Sequence[JobRow]) -> list[JobInfo]:
         ev = Evidence.from_json(evidence)
         cause = ev.error_type or ev.kind
         counts[job_id][cause] = counts[job_id].get(cause, 0) + 1
-    return [job_info(r, counts[r.id]) for r in rows]
+    return [job_info(r, counts[r.id], with_plan=with_plan) for r in rows]
 
 
 def _signal_rows(attempt_id: int, signals: Iterable[NewSignal]) -> list[SignalRow]:

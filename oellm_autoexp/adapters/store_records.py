@@ -30,7 +30,7 @@ class JobInfo:
     session_id: int
     job_key: str
     name: str
-    plan: dict[str, Any]
+    plan: dict[str, Any]  # empty when read without it (`jobs_for_session(with_plan=False)`)
     status: str  # JobStatus value
     status_reason: str
     restart_count: int  # restarts granted so far (counted from the restart decisions)
@@ -128,10 +128,10 @@ def session_info(r: SessionRow) -> SessionInfo:
     )  # fmt: skip
 
 
-def job_info(r: JobRow, restart_counts: dict[str, int]) -> JobInfo:
+def job_info(r: JobRow, restart_counts: dict[str, int], *, with_plan: bool = True) -> JobInfo:
     """A job row with its restart counts (counted from its restart decisions by the store)."""
     return JobInfo(
-        r.id, r.session_id, r.job_key, r.name, r.plan_json, r.status, r.status_reason,
+        r.id, r.session_id, r.job_key, r.name, r.plan_json if with_plan else {}, r.status, r.status_reason,
         sum(restart_counts.values()), dict(restart_counts), r.created_at,
     )  # fmt: skip
 

@@ -83,5 +83,7 @@ def test_the_repeats_end_with_the_step(tmp_path: Path) -> None:
     assert rc == 0, text
     assert text.rstrip().endswith("autoexp: job step exited with status 0")
     time.sleep(0.3)  # the resender would sleep 5 s more if the script did not end it
-    left = subprocess.run(["pgrep", "-f", str(tmp_path / "job.sh")], capture_output=True, text=True, check=False)
+    left = subprocess.run(
+        ["pgrep", "-f", str(tmp_path / "job.sh")], capture_output=True, text=True, check=False
+    )
     assert left.stdout.strip() == "", left.stdout
