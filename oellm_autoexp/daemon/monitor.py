@@ -5,6 +5,8 @@ One thread owns every decision and every database write: this loop. Watchdog
 `LogEvent`s when a log grows, `Tick`s on a schedule (poll Slurm, rescan logs,
 heartbeat). A poll makes ONE query per executor for all live attempts of all
 monitored sessions (SlurmExecutor: one squeue, then one sacct for the rest).
+After a fatal line, `FollowUp`s look at that attempt alone within seconds (its
+process usually exits soon): `squeue --jobs <id>`, not a full poll of every job.
 
 An attempt is judged in one pure step, core/judge.py `judge()` (which asks
 core/policy.py `decide()`), on a `Verdict` from the attempt's view
@@ -64,7 +66,7 @@ from oellm_autoexp.daemon.resubmission import (
     new_exclusions,
     spend_so_far,
 )
-from oellm_autoexp.daemon.scheduler import Tick, Ticker
+from oellm_autoexp.daemon.scheduler import FollowUp, Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
 from oellm_autoexp.daemon.session_lock import SessionLocks
 from oellm_autoexp.daemon.settings import poll_interval_s
@@ -191,6 +193,8 @@ class Monitor:
             self._tailer.rescan()
         elif event is Tick.HEARTBEAT:
             self._heartbeat(now)
+        elif isinstance(event, FollowUp):
+            self._follow_up(event.attempt_id, now)
         elif isinstance(event, LogEvent):
             self._on_log(event, now)
 
@@ -397,6 +401,23 @@ class Monitor:
             self._on_poll()
         if self._dirty and now - self._snapshot_at >= SNAPSHOT_EVERY_S:
             self._write_snapshot()
+
+    def _follow_up(self, attempt_id: int, now: float) -> None:
+        """A poll of one attempt after its fatal line (FollowUp): its state, then the fatal checks."""
+        live = self._live.get(attempt_id)
+        if live is None:
+            return  # ended and judged since
+        try:
+            records = live.runtime.executor.query([live.executor_id])
+        except ExecutorError as exc:
+            self._say(f"warning: could not query {live.runtime.executor.name}: {exc}; will retry")
+            return
+        record = records.get(live.executor_id)
+        if record is not None:
+            self._observe(live, record, now)
+        self._check_fatal_lines(now)
+        if self._on_poll is not None:
+            self._on_poll()
 
     def _poll_executor(self, executor: Executor, lives: list[LiveAttempt], now: float) -> None:
         racing = self._submitter.fanout.open_ids(executor.name)  # fan-out candidates: the same squeue
@@ -650,7 +671,9 @@ class Monitor:
         # The first fatal line: judge it once the settle window has passed, and look at
         # Slurm soon (the process may exit within seconds) rather than at the next poll.
         settle = max(due - now, 0.0)
-        self._ticker.soon(Tick.POLL, sorted({*FATAL_FOLLOW_UP_POLLS_S, settle + 0.05, settle + 1.0}))
+        self._ticker.soon(
+            FollowUp(live.attempt.id), sorted({*FATAL_FOLLOW_UP_POLLS_S, settle + 0.05, settle + 1.0})
+        )
 
     def _record_signals(self, live: LiveAttempt, now: float) -> None:
         fresh = self._unrecorded_signals(live, now)

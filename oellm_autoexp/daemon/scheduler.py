@@ -8,6 +8,7 @@ into one, and `max_instances=1` keeps a slow put from piling up.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
@@ -22,6 +23,18 @@ class Tick(StrEnum):
     HEARTBEAT = "heartbeat"  # refresh the session locks
 
 
+@dataclass(frozen=True)
+class FollowUp:
+    """Look at one attempt soon: Slurm's view of it alone, then the fatal-line checks.
+
+    After a fatal line the process usually exits within seconds; asking squeue about that job
+    alone (`squeue --jobs`) costs little, where a full poll of 1,000 jobs costs a full parse and
+    observe of every one, several times per fatal line.
+    """
+
+    attempt_id: int
+
+
 class Ticker:
     """Puts each name of `intervals` on the queue every that many seconds (a context manager)."""
 
@@ -34,11 +47,11 @@ class Ticker:
         for name, seconds in intervals.items():
             self._scheduler.add_job(put, "interval", args=[name], seconds=seconds, id=name)
 
-    def soon(self, name: str, delays_s: Sequence[float]) -> None:
-        """Put `name` on the queue once after each of these delays, besides its interval."""
+    def soon(self, event: object, delays_s: Sequence[float]) -> None:
+        """Put `event` (a tick name, or any loop event) on the queue once after each of these delays."""
         now = datetime.now(UTC)
         for delay in delays_s:
-            self._scheduler.add_job(self._put, "date", args=[name], run_date=now + timedelta(seconds=delay))
+            self._scheduler.add_job(self._put, "date", args=[event], run_date=now + timedelta(seconds=delay))
 
     def __enter__(self) -> Ticker:
         self._scheduler.start()

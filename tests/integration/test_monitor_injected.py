@@ -112,3 +112,77 @@ def test_a_fatal_line_in_a_running_job_is_judged_and_carried_out(tmp_path: Path)
         ("stop", "Permanent failure detected (excluded error_type: oom)")
     ]
     assert job.status == "stopped" and decisions[0].evidence["trigger"] == "fatal_line"
+
+
+class EndingExecutor(ScriptedExecutor):
+    """Its one job fails on its own at `ends_at` (monotonic); every query is kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ends_at = float("inf")
+        self.queried: list[tuple[str, ...]] = []  # query(): one attempt, asked about alone
+        self.full_polls = 0  # query_tagged(): every live attempt and the stray net
+
+    def query(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
+        self.queried.append(tuple(job_ids))
+        return self._records(job_ids)
+
+    def query_tagged(self, job_ids: Sequence[str]) -> tuple[dict[str, JobRecord], list[TaggedJob]]:
+        self.full_polls += 1
+        return self._records(job_ids), []
+
+    def _records(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
+        ended = time.monotonic() >= self.ends_at
+        state = JobState.FAILED if ended else JobState.RUNNING
+        return {j: JobRecord(j, state, "scripted", exit_code=1 if ended else None) for j in job_ids}
+
+
+def test_after_a_fatal_line_the_job_alone_is_followed_up(tmp_path: Path) -> None:
+    """A fatal line brings follow-up looks at THAT job (`query([id])`, i.e. `squeue --jobs`), not
+    full polls of every job: with 1,000 jobs a full poll parses and observes all of them. The job's
+    own end a second later is noticed by a follow-up, long before the next regular poll (60 s)
+    or the settle window (5 s), and judged at its end."""
+    experiment = {
+        "defaults": [{"slurm": "local"}, {"backend": "command"}, {"restart": "megatron_transient"}],
+        "experiment": {"name": "inj", "output_dir": str(tmp_path / "out")},
+        "executor": "local",
+        "backend": {"command": ["true"]},
+        "monitoring": {"poll_interval_s": 60, "log_poll_interval_s": 0.2, "fatal_settle_s": 5},
+    }
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump(experiment))
+    plans = build_plans(load_jobs(path, []), str(tmp_path))
+    executor = EndingExecutor()
+    stop = threading.Event()
+    result: list[int] = []
+    with SQLiteStore(tmp_path / "state") as store:
+        session, _ = create_session(store, plans, name="inj", config_path=str(path), now=datetime.now(UTC))
+        monitor = Monitor(store, [session.id], state_dir=tmp_path / "state", say=lambda _l: None,
+                          executor_factory=lambda _name, _state: executor)  # fmt: skip
+        thread = threading.Thread(target=lambda: result.append(monitor.run(stop)))
+        thread.start()
+        try:
+            job_id = _wait(lambda: executor.submitted and executor.submitted[0], "the first submission")
+            log = Path(log_path_for(plans[0], job_id))
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(" iteration        1/     100 | lm loss: 1.0 |\n")
+            time.sleep(0.5)
+            polls_before = executor.full_polls
+            with log.open("a") as handle:
+                handle.write(f"{OOM}\n")
+            written = time.monotonic()
+            executor.ends_at = written + 1.0
+            thread.join(DEADLINE_S)
+            took = time.monotonic() - written
+        finally:
+            stop.set()
+            thread.join(DEADLINE_S)
+        (job,) = store.jobs_for_session(session.id)
+        (decision,) = store.decisions_for_job(job.id)
+        (attempt,) = store.attempts_for_job(job.id)
+    assert result == [1] and executor.cancelled == []
+    assert took < 4.0, took
+    assert executor.full_polls == polls_before  # no full poll after the fatal line
+    assert executor.queried and set(executor.queried) == {(job_id,)}
+    assert decision.evidence["trigger"] == "end" and attempt.state is JobState.FAILED
+    assert decision.reason == "Permanent failure detected (excluded error_type: oom)"
