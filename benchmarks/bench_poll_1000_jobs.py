@@ -209,19 +209,20 @@ def main() -> None:
             time.sleep(window_s)
             cpu1, t_end = resource.getrusage(resource.RUSAGE_SELF), time.time()
             polls = run.polls[polls_before:]
-            fatal = fatal_latencies(run)
+            monitor_alive = run.thread is not None and run.thread.is_alive()  # a dead monitor decides nothing
+            fatal, undecided = fatal_latencies(run)
         finally:
             run.wait(0)
             run.cancel_leftovers()
         cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
         restarts = {k: v - calls0.get(k, 0) for k, v in counter.calls.items() if k in ("sbatch", "scancel")}
         run.store.close()
-    report(
-        out, args, n, nodes, all_running, submit_s, window_s, t_end - t_steady, polls, cpu, restarts, fatal
-    )
+    report(out, args, n, nodes, all_running, submit_s, window_s, t_end - t_steady, polls, cpu, restarts,
+           fatal, undecided, monitor_alive)  # fmt: skip
 
 
-def fatal_latencies(run: PolledRun) -> list[float]:
+def fatal_latencies(run: PolledRun) -> tuple[list[float], int]:
+    """Each fatal job's line -> decision, and how many fatal jobs got no decision."""
     jobs = {j.id: j for j in run.store.jobs_for_session(run.session_id)}
     found, missing = [], []
     for attempt in (a for a in run.attempts() if a.attempt_no == 1):
@@ -238,12 +239,12 @@ def fatal_latencies(run: PolledRun) -> list[float]:
             missing.append(f"{name}: line stamp {t_line}, decision {decided}, log {attempt.log_path}")
     for line in missing:
         print("  no latency for", line)
-    return found
+    return found, len(missing)
 
 
 def report(out: Report, args: Any, n: int, nodes: int, all_running: bool, submit_s: float, window_s: float,
            wall_s: float, polls: list[dict[str, float]], cpu_s: float, restarts: dict[str, int],
-           fatal: list[float]) -> None:  # fmt: skip
+           fatal: list[float], undecided: int, monitor_alive: bool) -> None:  # fmt: skip
     per_poll_calls = [b["queries"] - a["queries"] for a, b in pairwise(polls)]
     per_poll_cpu = [b["cpu"] - a["cpu"] for a, b in pairwise(polls)]
     cpu_percent = 100.0 * cpu_s / wall_s
@@ -256,9 +257,11 @@ def report(out: Report, args: Any, n: int, nodes: int, all_running: bool, submit
         f"{statistics.median(per_poll_cpu) if per_poll_cpu else 0:.3f} s")  # fmt: skip
     out(f"  RSS {rss_now_mib():.0f} MiB, peak {rss_peak_mib():.0f} MiB")
     out(f"  fatal line -> decision (n={fatal_s['n']}): p50 {fatal_s['p50']:.2f} s, p99 {fatal_s['p99']:.2f} s "
-        f"(fatal_settle_s {SETTLE_S:g} s)")  # fmt: skip
-    met = (all_running and max(per_poll_calls, default=99) <= GOAL_CALLS and cpu_percent <= GOAL_CPU_PERCENT
-           and bool(fatal) and fatal_s["p99"] < SETTLE_S + GOAL_P99_S)  # fmt: skip
+        f"(fatal_settle_s {SETTLE_S:g} s); fatal lines with no decision: {undecided}")  # fmt: skip
+    if not monitor_alive:
+        out("  THE MONITOR THREAD DIED during the window (its traceback is above)")
+    met = (all_running and monitor_alive and undecided == 0 and max(per_poll_calls, default=99) <= GOAL_CALLS
+           and cpu_percent <= GOAL_CPU_PERCENT and bool(fatal) and fatal_s["p99"] < SETTLE_S + GOAL_P99_S)  # fmt: skip
     out(verdict(f"<= {GOAL_CALLS} Slurm calls/poll, <= {GOAL_CPU_PERCENT:g} % of a core, "
                 f"p99 < settle + {GOAL_P99_S:g} s", met))  # fmt: skip
     save_result(
@@ -271,7 +274,8 @@ def report(out: Report, args: Any, n: int, nodes: int, all_running: bool, submit
                     "cpu_s": round(cpu_s, 2), "cpu_percent_of_one_core": round(cpu_percent, 2),
                     "cpu_per_poll_median_s": statistics.median(per_poll_cpu) if per_poll_cpu else None},
          "restart_calls": restarts, "rss_end_mib": round(rss_now_mib(), 1), "rss_peak_mib": round(rss_peak_mib(), 1),
-         "fatal_to_decision": fatal_s, "fatal_rows": fatal, "load_avg_1min": os.getloadavg()[0]},
+         "fatal_to_decision": fatal_s, "fatal_rows": fatal, "fatal_undecided": undecided,
+         "monitor_alive": monitor_alive, "load_avg_1min": os.getloadavg()[0]},
         out.text,
     )  # fmt: skip
 

@@ -504,10 +504,10 @@ class Monitor:
                 event = self._events.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(event, str) or event is None:
+            if isinstance(event, LogEvent):
+                self._on_log(event, self.clock())
+            else:  # a tick or a follow-up: handled in turn, after this end
                 self._deferred.append(event)
-            else:
-                self._on_log(event, self.clock())  # type: ignore[arg-type]
 
     def _drop(self, live: LiveAttempt) -> None:
         """Stop watching an attempt that ended (its end is recorded by the caller)."""

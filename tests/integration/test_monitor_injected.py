@@ -139,15 +139,18 @@ class EndingExecutor(ScriptedExecutor):
 
 def test_after_a_fatal_line_the_job_alone_is_followed_up(tmp_path: Path) -> None:
     """A fatal line brings follow-up looks at THAT job (`query([id])`, i.e. `squeue --jobs`), not
-    full polls of every job: with 1,000 jobs a full poll parses and observes all of them. The job's
+    full polls of every job: with 1,000 jobs a full poll parses and observes all of them. Each job's
     own end a second later is noticed by a follow-up, long before the next regular poll (60 s)
-    or the settle window (5 s), and judged at its end."""
+    or the settle window (5 s), and judged at its end. Three jobs at once: one's end is judged
+    while the others' follow-ups wait on the loop's queue (which once stopped the loop)."""
     experiment = {
         "defaults": [{"slurm": "local"}, {"backend": "command"}, {"restart": "megatron_transient"}],
         "experiment": {"name": "inj", "output_dir": str(tmp_path / "out")},
         "executor": "local",
+        "slurm": {"env": {"TRIAL": "0"}},
         "backend": {"command": ["true"]},
         "monitoring": {"poll_interval_s": 60, "log_poll_interval_s": 0.2, "fatal_settle_s": 5},
+        "sweep": {"list": [{"slurm.env.TRIAL": str(i)} for i in range(3)]},
     }
     path = tmp_path / "experiment.yaml"
     path.write_text(yaml.safe_dump(experiment))
@@ -162,14 +165,17 @@ def test_after_a_fatal_line_the_job_alone_is_followed_up(tmp_path: Path) -> None
         thread = threading.Thread(target=lambda: result.append(monitor.run(stop)))
         thread.start()
         try:
-            job_id = _wait(lambda: executor.submitted and executor.submitted[0], "the first submission")
-            log = Path(log_path_for(plans[0], job_id))
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(" iteration        1/     100 | lm loss: 1.0 |\n")
+            _wait(lambda: len(executor.submitted) == len(plans), "the first submissions")
+            job_ids = dict(zip(sorted(p.name for p in plans), executor.submitted, strict=True))
+            logs = [Path(log_path_for(p, job_ids[p.name])) for p in plans]
+            for log in logs:
+                log.parent.mkdir(parents=True, exist_ok=True)
+                log.write_text(" iteration        1/     100 | lm loss: 1.0 |\n")
             time.sleep(0.5)
             polls_before = executor.full_polls
-            with log.open("a") as handle:
-                handle.write(f"{OOM}\n")
+            for log in logs:
+                with log.open("a") as handle:
+                    handle.write(f"{OOM}\n")
             written = time.monotonic()
             executor.ends_at = written + 1.0
             thread.join(DEADLINE_S)
@@ -177,12 +183,15 @@ def test_after_a_fatal_line_the_job_alone_is_followed_up(tmp_path: Path) -> None
         finally:
             stop.set()
             thread.join(DEADLINE_S)
-        (job,) = store.jobs_for_session(session.id)
-        (decision,) = store.decisions_for_job(job.id)
-        (attempt,) = store.attempts_for_job(job.id)
+        jobs = store.jobs_for_session(session.id)
+        decisions = [d for job in jobs for d in store.decisions_for_job(job.id)]
+        attempts = [a for job in jobs for a in store.attempts_for_job(job.id)]
     assert result == [1] and executor.cancelled == []
     assert took < 4.0, took
-    assert executor.full_polls == polls_before  # no full poll after the fatal line
-    assert executor.queried and set(executor.queried) == {(job_id,)}
-    assert decision.evidence["trigger"] == "end" and attempt.state is JobState.FAILED
-    assert decision.reason == "Permanent failure detected (excluded error_type: oom)"
+    assert executor.full_polls == polls_before  # no full poll after the fatal lines
+    assert executor.queried and all(len(ids) == 1 for ids in executor.queried)
+    assert {ids[0] for ids in executor.queried} == set(executor.submitted)
+    assert [(d.evidence["trigger"], d.reason) for d in decisions] == [
+        ("end", "Permanent failure detected (excluded error_type: oom)")
+    ] * len(plans)
+    assert all(a.state is JobState.FAILED for a in attempts) and len(attempts) == len(plans)
