@@ -98,7 +98,22 @@ def poll_1000_jobs(d: dict[str, Any]) -> list[str]:
         f"| RSS (end / peak) | {d['rss_end_mib']:.0f} / {d['rss_peak_mib']:.0f} MiB | |",
         f"| fatal line → decision, p50 / p99 (n = {fatal['n']}) | {_s(fatal.get('p50'))} / "
         f"{_s(fatal.get('p99'))} | p99 < 2 s beyond `fatal_settle_s` ({d['fatal_settle_s']:g} s) |",
+        *_earlier_runs(d),
     ]  # fmt: skip
+
+
+def _earlier_runs(d: dict[str, Any]) -> list[str]:
+    """The same command on earlier code, as the results file records them (newest last)."""
+    earlier = d.get("earlier_runs") or []
+    if not earlier:
+        return []
+    rows = ["", "| code | monitor CPU, one core | fatal p99 |", "|---|---|---|"]
+    for r in [*reversed(earlier), {**d["steady"], "code": d.get("code", "this run"),
+                                   "fatal_to_decision_p99": d["fatal_to_decision"].get("p99")}]:  # fmt: skip
+        rows.append(
+            f"| {r['code']} | {r['cpu_percent_of_one_core']:.1f} % | {_s(r['fatal_to_decision_p99'])} |"
+        )
+    return rows
 
 
 def classify_throughput(d: dict[str, Any]) -> list[str]:

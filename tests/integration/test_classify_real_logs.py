@@ -82,6 +82,12 @@ EXPECTED: dict[str, tuple[str | None, int | None, str | None]] = {
         }.items()
     },
     "gpu_monitor/healthy.log": (None, None, None),
+    # one rank on one H100 under the monitor (scripts/device/gpu_scenarios.py --nproc 1): no survivor
+    "gpu_monitor_1gpu/oom_1rank.log": ("oom", 0, None),
+    "gpu_monitor_1gpu/crash_1rank.log": ("exception", 0, None),
+    "gpu_monitor_1gpu/kill_1rank.log": ("killed", None, None),
+    "gpu_monitor_1gpu/segv_1rank.log": ("segfault", None, None),
+    "gpu_monitor_1gpu/nan_1rank.log": ("numerical_instability", 0, None),
     # megatron-core on 2 x H200 under the monitor (scripts/device/megatron_autoexp.sh)
     "megatron_autoexp/kill9_attempt1.log": ("killed", None, None),  # torchrun's teardown, rank 1 silent
     "megatron_autoexp/oom_attempt1.log": ("oom", 0, None),

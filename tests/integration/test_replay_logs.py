@@ -2,7 +2,8 @@
 
 The logs in tests/fixtures/logs/gpu were recorded on 2 x H200 with a 30 s collective timeout
 (their README says how); logs recorded under the monitor with 600 s and 30 s timeouts go
-into tests/fixtures/logs/gpu_monitor/ and are picked up here by their file names.
+into tests/fixtures/logs/gpu_monitor/ (2 ranks) and gpu_monitor_1gpu/ (1 rank, one H100) and are
+picked up here by their file names.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from oellm_autoexp.cli.main import main
 from oellm_autoexp.daemon.replay_runs import read_log, replay_file, setup_from_config
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
-FAULT_FOLDERS = (LOGS / "gpu", LOGS / "gpu_monitor")
+FAULT_FOLDERS = (LOGS / "gpu", LOGS / "gpu_monitor", LOGS / "gpu_monitor_1gpu")
 MAX_DELAY_S = 10.0  # issue 8: decided within 10 s of the first fatal line, whatever the collective timeout
 PERMANENT = "Permanent failure detected (excluded error_type: {})"
 EXPECTED: dict[
