@@ -44,8 +44,13 @@ def spec(tmp_path: Path, *, setup_s: float, worker_start_s: float) -> ScriptSpec
     )  # fmt: skip
 
 
-def run_warned_at(tmp_path: Path, script: str, warn_after_s: float) -> tuple[int, str]:
-    """Run the script; USR1 to the batch shell alone (Slurm's `B:`) after `warn_after_s`."""
+def run_warned_at(
+    tmp_path: Path, warn_after_s: float, *, setup_s: float, worker_start_s: float, resend_s: int
+) -> tuple[int, str]:
+    """Render and run the script; USR1 to the batch shell alone (Slurm's `B:`) after `warn_after_s`."""
+    script = render_sbatch(
+        spec(tmp_path, setup_s=setup_s, worker_start_s=worker_start_s), warning_resend_s=resend_s
+    )
     path = tmp_path / "job.sh"
     path.write_text(script, encoding="utf-8")
     log = tmp_path / "job.log"
@@ -60,8 +65,7 @@ def run_warned_at(tmp_path: Path, script: str, warn_after_s: float) -> tuple[int
 
 def test_a_warning_during_setup_is_held_until_the_launch(tmp_path: Path) -> None:
     """Before the fix the batch shell died of it (exit 138) and the training never ran."""
-    script = render_sbatch(spec(tmp_path, setup_s=2.0, worker_start_s=0.0), warning_resend_s=1)
-    rc, text = run_warned_at(tmp_path, script, 0.5)
+    rc, text = run_warned_at(tmp_path, 0.5, setup_s=2.0, worker_start_s=0.0, resend_s=1)
     assert rc == 0, text
     assert "worker: got the warning" in text
     assert text.index("autoexp: forwarding SIGUSR1 to the training processes") < text.index("worker: handler")
@@ -69,8 +73,7 @@ def test_a_warning_during_setup_is_held_until_the_launch(tmp_path: Path) -> None
 
 def test_a_warning_before_the_workers_handler_is_sent_again(tmp_path: Path) -> None:
     """The first delivery hits a worker that still ignores USR1; a repeat reaches its handler."""
-    script = render_sbatch(spec(tmp_path, setup_s=0.0, worker_start_s=2.5), warning_resend_s=1)
-    rc, text = run_warned_at(tmp_path, script, 1.0)
+    rc, text = run_warned_at(tmp_path, 1.0, setup_s=0.0, worker_start_s=2.5, resend_s=1)
     assert rc == 0, text
     assert "autoexp: forwarding SIGUSR1 to the training processes again (the step still runs)" in text
     assert text.index("worker: handler installed") < text.index("worker: got the warning")
@@ -78,8 +81,7 @@ def test_a_warning_before_the_workers_handler_is_sent_again(tmp_path: Path) -> N
 
 def test_the_repeats_end_with_the_step(tmp_path: Path) -> None:
     """Nothing of the resender outlives the job: no repeat after the step's end, no process left."""
-    script = render_sbatch(spec(tmp_path, setup_s=0.0, worker_start_s=0.0), warning_resend_s=5)
-    rc, text = run_warned_at(tmp_path, script, 1.0)
+    rc, text = run_warned_at(tmp_path, 1.0, setup_s=0.0, worker_start_s=0.0, resend_s=5)
     assert rc == 0, text
     assert text.rstrip().endswith("autoexp: job step exited with status 0")
     time.sleep(0.3)  # the resender would sleep 5 s more if the script did not end it

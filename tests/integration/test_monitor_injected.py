@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from oellm_autoexp.adapters.store import SQLiteStore
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.core.job_record import JobRecord
 from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.plan import build_plans, log_path_for
+from oellm_autoexp.core.plan import JobPlan, build_plans, log_path_for
 from oellm_autoexp.core.strays import TaggedJob
 from oellm_autoexp.daemon.monitor import Monitor
 from oellm_autoexp.daemon.session import create_session
@@ -66,6 +68,38 @@ def _wait(condition, what: str):  # type: ignore[no-untyped-def]
     return value
 
 
+@dataclass
+class Running:
+    """A real Monitor over an injected executor, running in a thread (`monitor_running`)."""
+
+    plans: list[JobPlan]
+    store: SQLiteStore
+    session_id: int
+    thread: threading.Thread
+    result: list[int]  # the monitor's exit code, once it returned
+
+
+@contextmanager
+def monitor_running(tmp_path: Path, experiment: dict, executor: ScriptedExecutor) -> Iterator[Running]:
+    """Plan `experiment`, create its session and run the Monitor over `executor` until the block ends."""
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump(experiment))
+    plans = build_plans(load_jobs(path, []), str(tmp_path))
+    stop = threading.Event()
+    result: list[int] = []
+    with SQLiteStore(tmp_path / "state") as store:
+        session, _ = create_session(store, plans, name="inj", config_path=str(path), now=datetime.now(UTC))
+        monitor = Monitor(store, [session.id], state_dir=tmp_path / "state", say=lambda _l: None,
+                          executor_factory=lambda _name, _state: executor)  # fmt: skip
+        thread = threading.Thread(target=lambda: result.append(monitor.run(stop)))
+        thread.start()
+        try:
+            yield Running(plans, store, session.id, thread, result)
+        finally:
+            stop.set()
+            thread.join(DEADLINE_S)
+
+
 def test_a_fatal_line_in_a_running_job_is_judged_and_carried_out(tmp_path: Path) -> None:
     """With the executor injected, the monitor submits through it, reads the job's log, and on a rank's
     OOM (the job still RUNNING, as blocked NCCL peers keep it) cancels it through the executor and
@@ -77,35 +111,22 @@ def test_a_fatal_line_in_a_running_job_is_judged_and_carried_out(tmp_path: Path)
         "backend": {"command": ["true"]},
         "monitoring": {"poll_interval_s": 0.2, "log_poll_interval_s": 0.2, "fatal_settle_s": 1},
     }
-    path = tmp_path / "experiment.yaml"
-    path.write_text(yaml.safe_dump(experiment))
-    plans = build_plans(load_jobs(path, []), str(tmp_path))
     executor = ScriptedExecutor()
-    stop = threading.Event()
-    result: list[int] = []
-    with SQLiteStore(tmp_path / "state") as store:
-        session, _ = create_session(store, plans, name="inj", config_path=str(path), now=datetime.now(UTC))
-        monitor = Monitor(store, [session.id], state_dir=tmp_path / "state", say=lambda _l: None,
-                          executor_factory=lambda _name, _state: executor)  # fmt: skip
-        thread = threading.Thread(target=lambda: result.append(monitor.run(stop)))
-        thread.start()
-        try:
-            job_id = _wait(lambda: executor.submitted and executor.submitted[0], "the first submission")
-            log = Path(log_path_for(plans[0], job_id))
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(" iteration        1/     100 | lm loss: 1.0 |\n")
-            time.sleep(0.5)
-            with log.open("a") as handle:
-                handle.write(f"{OOM}\n{TEARDOWN}\n")
-            written = time.monotonic()
-            _wait(lambda: executor.cancelled, "the cancel")
-            took = time.monotonic() - written
-            thread.join(DEADLINE_S)
-        finally:
-            stop.set()
-            thread.join(DEADLINE_S)
-        (job,) = store.jobs_for_session(session.id)
-        decisions = store.decisions_for_job(job.id)
+    with monitor_running(tmp_path, experiment, executor) as run:
+        job_id = _wait(lambda: executor.submitted and executor.submitted[0], "the first submission")
+        log = Path(log_path_for(run.plans[0], job_id))
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(" iteration        1/     100 | lm loss: 1.0 |\n")
+        time.sleep(0.5)
+        with log.open("a") as handle:
+            handle.write(f"{OOM}\n{TEARDOWN}\n")
+        written = time.monotonic()
+        _wait(lambda: executor.cancelled, "the cancel")
+        took = time.monotonic() - written
+        run.thread.join(DEADLINE_S)
+        (job,) = run.store.jobs_for_session(run.session_id)
+        decisions = run.store.decisions_for_job(job.id)
+    result = run.result
     assert result == [1] and executor.cancelled == ["scripted-1"] and executor.submitted == ["scripted-1"]
     assert 1.0 <= took < 10.0
     assert [(d.action, d.reason) for d in decisions] == [
@@ -152,40 +173,27 @@ def test_after_a_fatal_line_the_job_alone_is_followed_up(tmp_path: Path) -> None
         "monitoring": {"poll_interval_s": 60, "log_poll_interval_s": 0.2, "fatal_settle_s": 5},
         "sweep": {"list": [{"slurm.env.TRIAL": str(i)} for i in range(3)]},
     }
-    path = tmp_path / "experiment.yaml"
-    path.write_text(yaml.safe_dump(experiment))
-    plans = build_plans(load_jobs(path, []), str(tmp_path))
     executor = EndingExecutor()
-    stop = threading.Event()
-    result: list[int] = []
-    with SQLiteStore(tmp_path / "state") as store:
-        session, _ = create_session(store, plans, name="inj", config_path=str(path), now=datetime.now(UTC))
-        monitor = Monitor(store, [session.id], state_dir=tmp_path / "state", say=lambda _l: None,
-                          executor_factory=lambda _name, _state: executor)  # fmt: skip
-        thread = threading.Thread(target=lambda: result.append(monitor.run(stop)))
-        thread.start()
-        try:
-            _wait(lambda: len(executor.submitted) == len(plans), "the first submissions")
-            job_ids = dict(zip(sorted(p.name for p in plans), executor.submitted, strict=True))
-            logs = [Path(log_path_for(p, job_ids[p.name])) for p in plans]
-            for log in logs:
-                log.parent.mkdir(parents=True, exist_ok=True)
-                log.write_text(" iteration        1/     100 | lm loss: 1.0 |\n")
-            time.sleep(0.5)
-            polls_before = executor.full_polls
-            for log in logs:
-                with log.open("a") as handle:
-                    handle.write(f"{OOM}\n")
-            written = time.monotonic()
-            executor.ends_at = written + 1.0
-            thread.join(DEADLINE_S)
-            took = time.monotonic() - written
-        finally:
-            stop.set()
-            thread.join(DEADLINE_S)
-        jobs = store.jobs_for_session(session.id)
-        decisions = [d for job in jobs for d in store.decisions_for_job(job.id)]
-        attempts = [a for job in jobs for a in store.attempts_for_job(job.id)]
+    with monitor_running(tmp_path, experiment, executor) as run:
+        _wait(lambda: len(executor.submitted) == len(run.plans), "the first submissions")
+        job_ids = dict(zip(sorted(p.name for p in run.plans), executor.submitted, strict=True))
+        logs = [Path(log_path_for(p, job_ids[p.name])) for p in run.plans]
+        for log in logs:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(" iteration        1/     100 | lm loss: 1.0 |\n")
+        time.sleep(0.5)
+        polls_before = executor.full_polls
+        for log in logs:
+            with log.open("a") as handle:
+                handle.write(f"{OOM}\n")
+        written = time.monotonic()
+        executor.ends_at = written + 1.0
+        run.thread.join(DEADLINE_S)
+        took = time.monotonic() - written
+        jobs = run.store.jobs_for_session(run.session_id)
+        decisions = [d for job in jobs for d in run.store.decisions_for_job(job.id)]
+        attempts = [a for job in jobs for a in run.store.attempts_for_job(job.id)]
+    result, plans = run.result, run.plans
     assert result == [1] and executor.cancelled == []
     assert took < 4.0, took
     assert executor.full_polls == polls_before  # no full poll after the fatal lines
