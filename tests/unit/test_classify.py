@@ -282,6 +282,27 @@ def test_specific_pattern_suppresses_generic_exception_on_same_line() -> None:
     assert [s.pattern for s in classify_line(line, PATTERNS)] == ["cuda_oom"]
 
 
+def test_a_cancel_during_step_launch_is_the_cancel_not_a_node_failure() -> None:
+    """scancel while srun launches the step: srun says the launch failed on the node because the job's
+    credential was revoked. That is the cancel's teardown (the end is `cancelled`), never a dead node
+    (seen on the localhost cluster: the job was restarted as `node_failure` and its node blamed).
+    A credential that EXPIRED (a rebooted node) stays a node failure."""
+    log = [
+        "slurmstepd-node1: error: *** JOB 2276 ON node1 CANCELLED AT 2026-11-23T18:25:09 ***",
+        "srun: forcing job termination",
+        "srun: error: Task launch for StepId=2276.0 failed on node node1: Job credential revoked",
+        "srun: error: Application launch failed: Job credential revoked",
+        "srun: Job step aborted",
+    ]
+    cause = root_cause(classify_lines(log, PATTERNS))
+    assert cause is not None and (cause.pattern, cause.error_type) == ("slurm_cancelled", "cancelled")
+    assert [s.teardown for s in classify_lines(log[2:4], PATTERNS)] == [True, True]
+    expired = classify_line(
+        "srun: error: Task launch for 36.0 failed on node cn131: Job credential expired", PATTERNS
+    )
+    assert [(s.error_type, s.groups.get("node")) for s in expired] == [("node_failure", "cn131")]
+
+
 def _sig(
     name: str,
     role: str,
