@@ -23,6 +23,9 @@ TEMPLATE_PACKAGE = ("oellm_autoexp.core", "templates")
 # long enough that a checkpoint in progress is rarely interrupted by a repeat, short enough
 # that a warning lost during start-up is delivered well before the time limit.
 WARNING_RESEND_S = 30
+# ... while the step is younger than this: time enough for a slow start-up (a large checkpoint's
+# load) to install its handler; a step older than this gets the warning once.
+WARNING_RESEND_WITHIN_S = 600
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,15 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render_sbatch(spec: ScriptSpec, *, warning_resend_s: int = WARNING_RESEND_S) -> str:
-    """The sbatch script for `spec` (`warning_resend_s`: shorter in tests)."""
-    return _environment().get_template("sbatch.sh.j2").render(spec=spec, warning_resend_s=warning_resend_s)
+def render_sbatch(
+    spec: ScriptSpec,
+    *,
+    warning_resend_s: int = WARNING_RESEND_S,
+    warning_resend_within_s: int = WARNING_RESEND_WITHIN_S,
+) -> str:
+    """The sbatch script for `spec` (the warning's resend times: shorter in tests)."""
+    return (
+        _environment()
+        .get_template("sbatch.sh.j2")
+        .render(spec=spec, warning_resend_s=warning_resend_s, warning_resend_within_s=warning_resend_within_s)
+    )

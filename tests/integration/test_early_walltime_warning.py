@@ -30,27 +30,36 @@ print("worker: handler installed", flush=True)
 deadline = time.monotonic() + 20
 while not got and time.monotonic() < deadline:
     time.sleep(0.05)
-print("worker: got the warning" if got else "worker: no warning", flush=True)
+time.sleep(float(sys.argv[2]))  # lingers: repeats that come meanwhile are counted
+print(f"worker: got the warning {len(got)} time(s)" if got else "worker: no warning", flush=True)
 sys.exit(0 if got else 3)
 """
 
 
-def spec(tmp_path: Path, *, setup_s: float, worker_start_s: float) -> ScriptSpec:
+def spec(tmp_path: Path, *, setup_s: float, worker_start_s: float, linger_s: float = 0.0) -> ScriptSpec:
     return ScriptSpec(
         job_name="early", job_key="early", directives=(("time", "1"),), env=(),
         make_dirs=(str(tmp_path / "out"),), setup=(("sleep", str(setup_s)),),
-        command=(sys.executable, "-c", WORKER, str(worker_start_s)), nodes=1, use_srun=False,
+        command=(sys.executable, "-c", WORKER, str(worker_start_s), str(linger_s)), nodes=1, use_srun=False,
         srun_options=(), master_port=None, forward_signals=("USR1", "TERM", "INT"), worker_signals=("USR1",),
     )  # fmt: skip
 
 
 def run_warned_at(
-    tmp_path: Path, warn_after_s: float, *, setup_s: float, worker_start_s: float, resend_s: int
+    tmp_path: Path,
+    warn_after_s: float,
+    *,
+    setup_s: float,
+    worker_start_s: float,
+    resend_s: int,
+    linger_s: float = 0.0,
+    resend_within_s: int = 600,
 ) -> tuple[int, str]:
     """Render and run the script; USR1 to the batch shell alone (Slurm's `B:`) after `warn_after_s`."""
     script = render_sbatch(
-        spec(tmp_path, setup_s=setup_s, worker_start_s=worker_start_s), warning_resend_s=resend_s
-    )
+        spec(tmp_path, setup_s=setup_s, worker_start_s=worker_start_s, linger_s=linger_s),
+        warning_resend_s=resend_s, warning_resend_within_s=resend_within_s,
+    )  # fmt: skip
     path = tmp_path / "job.sh"
     path.write_text(script, encoding="utf-8")
     log = tmp_path / "job.log"
@@ -89,3 +98,15 @@ def test_the_repeats_end_with_the_step(tmp_path: Path) -> None:
         ["pgrep", "-f", str(tmp_path / "job.sh")], capture_output=True, text=True, check=False
     )
     assert left.stdout.strip() == "", left.stdout
+
+
+def test_a_warning_to_an_older_step_goes_out_once(tmp_path: Path) -> None:
+    """Past the resend window the processes listen: the warning is sent once and never again, so a
+    handler that acts on every signal (a requeue) sees one. Within the window the same worker, still
+    running, gets it again (the test above)."""
+    rc, text = run_warned_at(
+        tmp_path, 3.0, setup_s=0.0, worker_start_s=0.0, resend_s=1, resend_within_s=2, linger_s=2.5
+    )
+    assert rc == 0, text
+    assert "worker: got the warning 1 time(s)" in text
+    assert "again" not in text

@@ -3,7 +3,7 @@
 `--time=1` with `slurm.signal: {enabled: true, seconds_before: 50}`: Slurm checks limits every
 30 s, and may send the signal up to a minute early (sbatch(1)), so USR1 reaches the batch shell
 anywhere from the start to ~30 s in (on a loaded machine, while the workers were still importing
-torch). The shell forwards it, and again every 30 s while the step runs (a worker that was not
+torch). The shell forwards it, and again every 30 s while the step is young (a worker that was not
 listening yet gets the repeat); train.py checkpoints at the end of the iteration it is in, prints `exiting
 program after receiving SIGUSR1 at iteration N (checkpoint saved)` and exits. torchrun has
 no USR1 handler and dies of it, so Slurm records FAILED 10:0; the exit line is what the
