@@ -105,7 +105,8 @@ class Estimate:
         if self.start is None:
             return f"unknown ({self.note})" if self.note else "unknown"
         wait_s = (self.start - now).total_seconds()
-        return "now" if wait_s <= 0 else f"in {format_wait(wait_s)}"
+        # Slurm gives the start to the second: one later in this second is "now", not "in 0 s".
+        return "now" if wait_s < 1 else f"in {format_wait(wait_s)}"
 
 
 @dataclass(frozen=True)

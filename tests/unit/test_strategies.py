@@ -94,6 +94,14 @@ def test_unknown_is_shown_as_unknown_not_a_pessimistic_guess() -> None:
     assert at(10).describe(NOW) == "in 10 min" and at(0).describe(NOW) == "now"
 
 
+def test_a_start_later_in_the_same_second_is_now() -> None:
+    """--test-only names the start to the second: asked at 12:00:00.4 about a start at 12:00:01 (a
+    free partition), the wait reads "now", not "in 0 s" (seen in CI); a wait of 1 s or more is shown."""
+    start = Estimate(NOW + timedelta(seconds=1))
+    assert start.describe(NOW + timedelta(seconds=0.4)) == "now"
+    assert start.describe(NOW) == "in 1 s"
+
+
 def test_rank_by_start_then_cost_then_preference_unknown_last() -> None:
     """Earliest start first; at the same start the cheaper; then the user's order; unknown after all."""
     cands = [
