@@ -653,7 +653,6 @@ class SQLiteStore:
         The monitor saves a poll's reads of every log at once: a commit per read (an fsync
         each) was most of its CPU with 1,000 growing logs. Returns each row's id, in order.
         """
-        ids: list[int] = []
         offsets: dict[str, dict[str, Any]] = {}
         now = _utcnow()
         # Statements built once and run with plain parameters: building one per row (its
@@ -664,21 +663,18 @@ class SQLiteStore:
         )
         with self._write() as db:
             conn = db.connection()
-            grown, new_rows, new_at = [], [], []
-            for i, r in enumerate(reads):
+            grown, new_rows = [], []
+            for r in reads:
                 if r.row_id is None:
                     new_rows.append({"attempt_id": r.attempt_id, "start_offset": r.start_offset,
                                      "end_offset": r.end_offset, "read_at": r.read_at})  # fmt: skip
-                    new_at.append(i)
-                    ids.append(0)  # filled in below
                 else:
                     grown.append({"row_id": r.row_id, "end": r.end_offset})
-                    ids.append(r.row_id)
                 if r.consumed is not None:  # the newest read of a log decides its offset
                     offsets[r.consumed[0]] = {"path": r.consumed[0], "inode": r.consumed[1],
                                               "offset": r.end_offset, "updated_at": now}  # fmt: skip
-            for i, row_id in zip(new_at, self._insert_log_reads(conn, add, new_rows), strict=True):
-                ids[i] = row_id
+            added = iter(self._insert_log_reads(conn, add, new_rows))  # their ids, in order
+            ids = [r.row_id if r.row_id is not None else next(added) for r in reads]
             if grown:
                 conn.execute(grow, grown)
             if offsets:
