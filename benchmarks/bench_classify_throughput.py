@@ -15,7 +15,7 @@ Rows, each timed on the same chunks in every round (rounds interleave the rows):
   UPSTREAM   the upstream project's scanner, written out below (UPSTREAM_REGEXES, upstream_scan).
   LINE LOOP  our previous path: Classifier(fast=False), every keyword line matched in Python.
   OURS       Classifier() with the `fast` extra's engine (ahocorasick_rs), as the monitor runs it.
-  OURS re    the same without the extra (core/matcher.py's pure-Python engine).
+  OURS re    the same without the extra (core/classify/matcher.py's pure-Python engine).
 
 Sanity (the differential test on 2 x 50 MB): OURS and OURS re must give every non-progress
 signal the line loop gives (line number, pattern, groups, rank), the same last progress line
@@ -132,8 +132,8 @@ def chunks_of(text: str) -> list[str]:
 
 
 def classify(chunks: list[str], patterns: Any, *, fast: bool, engine: str) -> dict[str, Any]:
-    from oellm_autoexp.core import matcher
-    from oellm_autoexp.core.classify import Classifier
+    from oellm_autoexp.core.classify import matcher
+    from oellm_autoexp.core.classify.classifier import Classifier
 
     matcher.set_engine(engine)
     classifier = Classifier(patterns, max_signals=10**9, fast=fast)
@@ -167,8 +167,8 @@ def engines(chunk: str, patterns: Any) -> dict[str, dict[str, float]]:
 
     The words are those the matcher scans for once `iteration`/`nan` are known frequent.
     """
-    from oellm_autoexp.core import matcher
-    from oellm_autoexp.core.classify import Classifier
+    from oellm_autoexp.core.classify import matcher
+    from oellm_autoexp.core.classify.classifier import Classifier
 
     classifier = Classifier(patterns)
     classifier.feed_text(chunk)
@@ -257,7 +257,7 @@ def measure(name: str, text: str, patterns: Any, rounds: int, out: Report) -> di
 def main() -> None:
     args = parse_args(__doc__)
     from oellm_autoexp.adapters.pattern_files import load_patterns
-    from oellm_autoexp.core import matcher
+    from oellm_autoexp.core.classify import matcher
 
     if matcher.ahocorasick_rs is None:
         sys.exit("the OURS row needs the `fast` extra: pip install 'oellm-autoexp[fast]'")

@@ -154,7 +154,7 @@ def start_polled_run(experiment: Path, work: Path) -> PolledRun:
     """start_monitor_run (benchmarks/_common.py), with the polled Monitor."""
     from oellm_autoexp.adapters.store import SQLiteStore
     from oellm_autoexp.config.experiment import load_jobs
-    from oellm_autoexp.core.plan import build_plans
+    from oellm_autoexp.core.plan.plan import build_plans
     from oellm_autoexp.daemon.session import start_session
 
     plans = build_plans(load_jobs(str(experiment), [], []), str(work))

@@ -8,7 +8,7 @@ decision. Every line carries a distinct time: the worst case for a replay, which
 lines of one time together.
 
 OURS: `read_log` + `replay_file` (daemon/replay_runs.py): read the file, find its lines and
-give every line its time (core/log_lines.py: with numpy, the `fast` extra, in bulk on the
+give every line its time (core/replay/recorded_log.py: with numpy, the `fast` extra, in bulk on the
 bytes), then the virtual-clock simulation through AttemptView + judge() with the shipped
 megatron_production patterns, megatron_transient and the default monitor settings (10 s
 poll: 1 tick per 10 lines here).
@@ -85,7 +85,8 @@ def main() -> None:
     args = parse_args(__doc__)
     from oellm_autoexp.adapters.pattern_files import load_patterns
     from oellm_autoexp.cli.classify import classify_file
-    from oellm_autoexp.core import log_lines, matcher
+    from oellm_autoexp.core.classify import matcher
+    from oellm_autoexp.core.replay import recorded_log as log_lines
     from oellm_autoexp.daemon.replay_runs import read_log, replay_file, setup_from_config
 
     target_mb = 8.0 if args.quick else 50.0

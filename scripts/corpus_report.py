@@ -18,7 +18,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from oellm_autoexp.adapters.pattern_files import DEFAULT_PATTERNS, load_patterns  # noqa: E402
-from oellm_autoexp.core.classify_score import Excerpt, excerpts_from_records, format_score, score_excerpts  # noqa: E402
+from oellm_autoexp.core.classify.score import (  # noqa: E402
+    Excerpt,
+    excerpts_from_records,
+    format_score,
+    score_excerpts,
+)
 
 CORPUS_DIR = REPO / "tests" / "corpus"
 

@@ -4,8 +4,8 @@ What is read: directory listings and sizes (stat), the last bytes of every `.pt`
 zip's end record and central directory, via zipfile, which reads nothing else), every
 `.metadata` (through the inert unpickler) and megatron's `metadata.json`. No checkpoint
 is loaded, so a checkpoint of hundreds of GB is checked in the time a few thousand
-stat calls take. The verdicts are pure, in core/checkpoint_verdict.py and
-core/checkpoint_rollback.py.
+stat calls take. The verdicts are pure, in core/checkpoint/verdict.py and
+core/checkpoint/rollback.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from oellm_autoexp.adapters.atomic_file import write_text_atomic
 from oellm_autoexp.adapters.dcp_metadata import read_dcp_metadata
-from oellm_autoexp.core.checkpoint_rollback import (
+from oellm_autoexp.core.checkpoint.rollback import (
     DEFAULT_MAX_ROLLBACKS,
     TRACKER_FILENAME,
     RollbackPlan,
@@ -27,10 +27,10 @@ from oellm_autoexp.core.checkpoint_rollback import (
     judge_run,
     next_to_judge,
 )
-from oellm_autoexp.core.checkpoint_verdict import (
+from oellm_autoexp.core.checkpoint.verdict import (
     MEGATRON_CONFIG,
     CheckpointFacts,
-    Verdict,
+    CheckpointVerdict,
     ZipFacts,
     judge_checkpoint,
 )
@@ -78,12 +78,14 @@ def read_zip(path: Path) -> ZipFacts:
     return ZipFacts(size, head, members, start)
 
 
-def check_checkpoint(path: Path) -> Verdict:
+def check_checkpoint(path: Path) -> CheckpointVerdict:
     """The verdict on one checkpoint directory or file (unverifiable when it cannot be read)."""
     try:
         facts = read_facts(path)
     except OSError as exc:
-        return Verdict("unverifiable", "unknown", (f"cannot read {path.name}: {exc.strerror or exc}",))
+        return CheckpointVerdict(
+            "unverifiable", "unknown", (f"cannot read {path.name}: {exc.strerror or exc}",)
+        )
     return judge_checkpoint(facts)
 
 
@@ -92,7 +94,7 @@ def check_run(
 ) -> RunVerdict:
     """The run's verdict: newest checkpoints read one by one until the resume point is known."""
     listing = read_listing(run_dir)
-    verdicts: dict[str, Verdict] = {}
+    verdicts: dict[str, CheckpointVerdict] = {}
     while (name := next_to_judge(listing, verdicts)) is not None:
         verdicts[name] = check_checkpoint(run_dir / name)
     return judge_run(listing, verdicts, max_rollbacks, rollbacks_done)

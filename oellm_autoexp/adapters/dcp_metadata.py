@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from oellm_autoexp.core.checkpoint_verdict import DcpMetadata
+from oellm_autoexp.core.checkpoint.verdict import DcpMetadata
 
 # Plain containers a metadata pickle may name; anything else becomes a stand-in.
 _CONTAINERS: Mapping[tuple[str, str], type] = {

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from oellm_autoexp.core.job_record import JobRecord
-from oellm_autoexp.core.strays import TaggedJob
+from oellm_autoexp.core.jobs.job_record import JobRecord
+from oellm_autoexp.core.jobs.strays import TaggedJob
 
 
 class ExecutorError(Exception):
@@ -61,7 +61,7 @@ class Executor(Protocol):
     def query_tagged(self, job_ids: Sequence[str]) -> tuple[dict[str, JobRecord], list[TaggedJob]]:
         """query(), plus the live jobs that carry a submit tag (`--comment`), from the same call.
 
-        What the stray net (core/strays.py) matches against the attempts the store knows.
+        What the stray net (core/jobs/strays.py) matches against the attempts the store knows.
         """
         ...
 

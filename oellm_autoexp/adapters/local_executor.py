@@ -34,9 +34,9 @@ from typing import Any
 from oellm_autoexp.adapters.atomic_file import write_json_atomic
 from oellm_autoexp.adapters.executor import ExecutorError
 from oellm_autoexp.adapters.local_runner import EXIT_FILE
-from oellm_autoexp.core.job_record import JobRecord
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.strays import TAG_PREFIX, TaggedJob
+from oellm_autoexp.core.jobs.job_record import JobRecord
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.jobs.strays import TAG_PREFIX, TaggedJob
 
 ID_PREFIX = "local-"
 JOB_KEY_ENV = "AUTOEXP_LOCAL_JOB_KEY"  # in every process of a local job: its job dir

@@ -10,7 +10,7 @@ Threads and who owns what:
 
 Which observer watches a directory: inotify where every write passes through
 this kernel, watchdog's PollingObserver elsewhere (NFS, Lustre, GPFS, BeeGFS,
-CIFS, FUSE...: inotify never sees another node's writes). See core/fs_kind.py.
+CIFS, FUSE...: inotify never sees another node's writes). See core/host/fs_kind.py.
 rescan() reads every file regardless, for whatever an observer missed.
 
 Offsets: the byte just past the last complete line handed to the sink is saved
@@ -44,7 +44,7 @@ from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
 from oellm_autoexp.adapters.mountinfo import MOUNTINFO_PATH, watch_mode_for
-from oellm_autoexp.core.fs_kind import WatchMode
+from oellm_autoexp.core.host.fs_kind import WatchMode
 
 log = logging.getLogger(__name__)
 

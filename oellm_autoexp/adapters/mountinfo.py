@@ -1,6 +1,6 @@
 """Which filesystem a directory lives on, read from /proc/self/mountinfo.
 
-The parsing and the inotify-or-poll decision are pure (core/fs_kind.py); this
+The parsing and the inotify-or-poll decision are pure (core/host/fs_kind.py); this
 module only reads the mount table and resolves the path.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from oellm_autoexp.core.fs_kind import Mount, WatchMode, choose_watch_mode, mount_for, parse_mountinfo
+from oellm_autoexp.core.host.fs_kind import Mount, WatchMode, choose_watch_mode, mount_for, parse_mountinfo
 
 MOUNTINFO_PATH = Path("/proc/self/mountinfo")
 

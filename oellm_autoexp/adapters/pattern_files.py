@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from oellm_autoexp.config.loader import read_yaml, search_path
-from oellm_autoexp.core.signals import PatternSet, merge_pattern_sets
+from oellm_autoexp.core.classify.signals import PatternSet, merge_pattern_sets
 from oellm_autoexp.errors import UserError
 
 MONITORING_DIR = "monitoring"

@@ -20,10 +20,11 @@ from oellm_autoexp.adapters import command_timing
 from oellm_autoexp.adapters.command_timing import CommandFailure
 from oellm_autoexp.adapters.executor import ExecutorError, ExecutorTimeout
 from oellm_autoexp.adapters.parent_death import die_with_parent
-from oellm_autoexp.core.exclusions import scontrol_exclude_command
-from oellm_autoexp.core.job_record import JobRecord
-from oellm_autoexp.core.job_state import JobState, is_terminal
-from oellm_autoexp.core.slurm_parse import (
+from oellm_autoexp.core.decide.exclusions import scontrol_exclude_command
+from oellm_autoexp.core.decide.spend import SPEND_SACCT_FORMAT, AttemptUsage, parse_usage
+from oellm_autoexp.core.jobs.job_record import JobRecord
+from oellm_autoexp.core.jobs.job_state import JobState, is_terminal
+from oellm_autoexp.core.jobs.slurm_parse import (
     SACCT_FORMAT,
     SEP,
     SQUEUE_FORMAT,
@@ -34,9 +35,8 @@ from oellm_autoexp.core.slurm_parse import (
     parse_squeue,
     parse_squeue_tagged,
 )
-from oellm_autoexp.core.spend import SPEND_SACCT_FORMAT, AttemptUsage, parse_usage
-from oellm_autoexp.core.strategies import Estimate, parse_test_only
-from oellm_autoexp.core.strays import TAG_PREFIX, TaggedJob
+from oellm_autoexp.core.jobs.strays import TAG_PREFIX, TaggedJob
+from oellm_autoexp.core.plan.strategies import Estimate, parse_test_only
 
 COMMAND_TIMEOUT_S = 30.0
 # How long after sbatch returns a job can still be missing from squeue/sacct (the accounting
@@ -172,7 +172,7 @@ class SlurmExecutor:
                 raise
 
     def usage(self, job_ids: Sequence[str]) -> list[AttemptUsage]:
-        """What every run of these ids held, and for how long (one sacct; core/spend.py).
+        """What every run of these ids held, and for how long (one sacct; core/decide/spend.py).
 
         `--duplicates` lists each run of a requeued id; a running job's elapsed time is its
         time so far.

@@ -82,11 +82,12 @@ from oellm_autoexp.adapters.store_schema import (
     check_schema,
     upgrade_schema,
 )
-from oellm_autoexp.core.exclusions import Exclusion
-from oellm_autoexp.core.job_state import JobState, is_terminal
-from oellm_autoexp.core.job_status import JobStatus
-from oellm_autoexp.core.judge import Evidence, Judgement
-from oellm_autoexp.core.policy import DecisionAction
+from oellm_autoexp.core.decide.exclusions import Exclusion
+from oellm_autoexp.core.decide.judge import Judgement
+from oellm_autoexp.core.decide.policy import DecisionAction
+from oellm_autoexp.core.jobs.job_state import JobState, is_terminal
+from oellm_autoexp.core.jobs.job_status import JobStatus
+from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.errors import UserError
 
 DEFAULT_STATE_DIR = Path(".oellm_state")
@@ -617,7 +618,7 @@ class SQLiteStore:
             db.add(row)
         return row.id
 
-    # -- node exclusions (core/exclusions.py) ----------------------------------------------------
+    # -- node exclusions (core/decide/exclusions.py) ----------------------------------------------------
 
     def exclusions_for_job(self, job_id: int) -> list[Exclusion]:
         """Every node exclusion recorded for a job, expired ones too (callers filter by `now`)."""
@@ -645,7 +646,7 @@ class SQLiteStore:
         with self._write() as db:
             db.merge(LogOffsetRow(path=path, inode=inode, offset=offset, updated_at=_utcnow()))
 
-    # -- the timing record (`autoexp replay --session`; core/read_times.py) ---------------------
+    # -- the timing record (`autoexp replay --session`; core/replay/read_times.py) ---------------------
 
     def save_log_reads(self, reads: Sequence[LogReadWrite]) -> list[int]:
         """Save timing-record rows and the consumed offsets they carry, all in one transaction.

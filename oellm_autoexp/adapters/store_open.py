@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from oellm_autoexp.adapters.mountinfo import MOUNTINFO_PATH, fs_type_of
-from oellm_autoexp.core.fs_kind import sqlite_journal_mode
+from oellm_autoexp.core.host.fs_kind import sqlite_journal_mode
 from oellm_autoexp.errors import UserError
 
 SQLITE_HEADER = b"SQLite format 3\x00"

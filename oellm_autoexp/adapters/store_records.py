@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from oellm_autoexp.adapters.store_schema import AttemptRow, DecisionRow, JobRow, SessionRow, SignalRow
-from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.jobs.job_state import JobState
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class AttemptInfo:
 
 @dataclass(frozen=True)
 class NewSignal:
-    """A classified log line to record (what core/classify.py produces, flattened)."""
+    """A classified log line to record (what core/classify/classifier.py produces, flattened)."""
 
     pattern: str
     error_type: str | None

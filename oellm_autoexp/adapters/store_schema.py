@@ -142,7 +142,9 @@ class SignalRow(Base):
     pattern: Mapped[str] = mapped_column(String(200))  # name of the signal pattern that matched
     error_type: Mapped[str | None] = mapped_column(String(64))  # error class ("oom"); NULL for info
     subsystem: Mapped[str] = mapped_column(String(64))  # where it came from ("cuda", "nccl", "slurm")
-    role: Mapped[str] = mapped_column(String(32))  # root | cascade | progress | info (core/signals.py Role)
+    role: Mapped[str] = mapped_column(
+        String(32)
+    )  # root | cascade | progress | info (core/classify/signals.py Role)
     line_no: Mapped[int] = mapped_column()  # 1-based line number in the log
     line: Mapped[str] = mapped_column(Text)  # the matched line
     evidence_json: Mapped[list[Any]] = mapped_column()  # surrounding lines kept as evidence
@@ -180,7 +182,7 @@ class LogReadRow(Base):
     """When the monitor read a stretch of an attempt's log (added in v3), for `autoexp replay --session`.
 
     One row per batch of lines the tailer handed over; a batch read within
-    core/read_times.py COALESCE_S of the row before it, right after it in the
+    core/replay/read_times.py COALESCE_S of the row before it, right after it in the
     file and with no signal but progress, extends that row instead (see there).
     """
 
@@ -195,7 +197,7 @@ class LogReadRow(Base):
 
 
 class ExclusionRow(Base):
-    """A node kept off a job's attempts until it expires (added in v4; core/exclusions.py)."""
+    """A node kept off a job's attempts until it expires (added in v4; core/decide/exclusions.py)."""
 
     __tablename__ = "exclusions"
     __table_args__ = (Index("ix_exclusions_job_id", "job_id"),)
@@ -221,7 +223,7 @@ class CandidateRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)  # surrogate key
     attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))  # whose race
-    rank: Mapped[int] = mapped_column()  # 0 = best-ranked (core/strategies.py rank)
+    rank: Mapped[int] = mapped_column()  # 0 = best-ranked (core/plan/strategies.py rank)
     strategy: Mapped[str] = mapped_column(String(200))  # the strategy's label (name, /segNm if segmented)
     strategy_json: Mapped[dict[str, Any]] = mapped_column()  # its shape and the sbatch args it was sent with
     submit_tag: Mapped[str] = mapped_column(String(200), unique=True)  # its sbatch --comment

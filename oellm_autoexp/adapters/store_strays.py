@@ -1,4 +1,4 @@
-"""Recording a cancelled stray job (core/strays.py) as a decision of the job its tag names.
+"""Recording a cancelled stray job (core/jobs/strays.py) as a decision of the job its tag names.
 
 Kept beside the store, not in it: a stray is recorded with the store's own
 decision row (action `cancel_stray`), so no schema change is needed, and

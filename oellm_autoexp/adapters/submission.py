@@ -17,7 +17,7 @@ from oellm_autoexp.adapters.atomic_file import write_text_atomic
 from oellm_autoexp.adapters.executor import Executor
 from oellm_autoexp.adapters.local_executor import LocalExecutor
 from oellm_autoexp.adapters.slurm_executor import COMMAND_TIMEOUT_S, SlurmExecutor
-from oellm_autoexp.core.plan import JobPlan, log_path_for
+from oellm_autoexp.core.plan.plan import JobPlan, log_path_for
 from oellm_autoexp.errors import UserError
 
 STATE_DIR_ENV = "AUTOEXP_STATE_DIR"

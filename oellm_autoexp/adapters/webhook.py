@@ -4,7 +4,7 @@ One `WebhookDelivery` per webhook, so that a receiver that is down delays only i
 messages. It never blocks or breaks the monitor loop. `send` puts a message on a bounded queue and
 returns at once (a full queue drops the message, and says so in the record). The worker
 thread POSTs each message with a timeout and, on failure, retries after 1 s, 4 s, 16 s...
-(core/alerts.py `retry_delay_s`) up to the message's `max_tries`. Every outcome (sent,
+(core/report/alerts.py `retry_delay_s`) up to the message's `max_tries`. Every outcome (sent,
 failed, dropped) is appended to the delivery record, one JSON object a line
 (`notifications.jsonl` in the state dir), and failures are kept for the monitor to print on
 its own thread (`take_failures`). Nothing here raises into the caller.
@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.core.alerts import retry_delay_s
+from oellm_autoexp.core.report.alerts import retry_delay_s
 
 RECORD_FILENAME = "notifications.jsonl"
 _RECORD_LOCK = threading.Lock()  # one webhook's worker appends a line at a time

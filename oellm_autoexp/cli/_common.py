@@ -6,8 +6,8 @@ import argparse
 import os
 
 from oellm_autoexp.config.experiment import load_jobs
-from oellm_autoexp.core.attempt_plan import check_override_sets
-from oellm_autoexp.core.plan import JobPlan, build_plans
+from oellm_autoexp.core.plan.attempt_plan import check_override_sets
+from oellm_autoexp.core.plan.plan import JobPlan, build_plans
 from oellm_autoexp.daemon.session import restart_policy
 
 

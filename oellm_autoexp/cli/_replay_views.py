@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from oellm_autoexp.core.log_end import assumed_end
-from oellm_autoexp.core.replay import ReplayDecision, ReplayResult
-from oellm_autoexp.core.signals import Signal
+from oellm_autoexp.core.classify.signals import Signal
+from oellm_autoexp.core.replay.log_end import assumed_end
+from oellm_autoexp.core.replay.replay import ReplayDecision, ReplayResult
 from oellm_autoexp.daemon.replay_runs import AttemptInput
 
 LINE_CHARS = 160  # long log lines are cut in the human output (never in --json)

@@ -15,10 +15,10 @@ from pathlib import Path
 from oellm_autoexp.adapters.slurm_executor import SlurmExecutor
 from oellm_autoexp.adapters.store import SQLiteStore
 from oellm_autoexp.adapters.store_candidates import candidates_for_attempt
-from oellm_autoexp.core.plan import JobPlan
-from oellm_autoexp.core.segments import elapsed_s
-from oellm_autoexp.core.strategies import format_wait, gpu_type_warning
-from oellm_autoexp.core.strategy_plan import has_strategies
+from oellm_autoexp.core.plan.plan import JobPlan
+from oellm_autoexp.core.plan.segments import elapsed_s
+from oellm_autoexp.core.plan.strategies import format_wait, gpu_type_warning
+from oellm_autoexp.core.plan.strategy_plan import has_strategies
 from oellm_autoexp.daemon.fanout import estimate_all, strategy_of
 
 PLAN_COLUMNS = ("rank", "strategy", "partition", "gpu", "shape", "time", "cost_su", "start")

@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo, SignalInfo
-from oellm_autoexp.core.exclusions import Exclusion, describe
-from oellm_autoexp.core.judge import Evidence
+from oellm_autoexp.core.decide.exclusions import Exclusion, describe
+from oellm_autoexp.core.watch.evidence import Evidence
 
 
 def job_row(

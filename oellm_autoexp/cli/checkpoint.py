@@ -20,8 +20,8 @@ from oellm_autoexp.adapters.checkpoint_files import (
     check_run,
     is_single_checkpoint,
 )
-from oellm_autoexp.core.checkpoint_rollback import DEFAULT_MAX_ROLLBACKS, RunVerdict, rollback_line
-from oellm_autoexp.core.checkpoint_verdict import Verdict
+from oellm_autoexp.core.checkpoint.rollback import DEFAULT_MAX_ROLLBACKS, RunVerdict, rollback_line
+from oellm_autoexp.core.checkpoint.verdict import CheckpointVerdict
 from oellm_autoexp.errors import UserError
 
 EXIT_CODES = {"complete": 0, "empty": 0, "incomplete": 1, "unverifiable": 2}
@@ -97,7 +97,7 @@ def _existing(text: str) -> Path:
     return path
 
 
-def _format_one(path: Path, verdict: Verdict) -> str:
+def _format_one(path: Path, verdict: CheckpointVerdict) -> str:
     out = [f"{path}: {verdict.status} ({verdict.format}; {verdict.checked})"]
     return "\n".join(out + [f"  - {p}" for p in verdict.problems])
 

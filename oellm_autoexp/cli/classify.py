@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.adapters.pattern_files import DEFAULT_PATTERNS, load_patterns, monitoring_dirs
-from oellm_autoexp.core.classify import Classifier, evidence, log_cause
-from oellm_autoexp.core.signals import PatternSet, Signal
+from oellm_autoexp.core.classify.classifier import Classifier, evidence, log_cause
+from oellm_autoexp.core.classify.signals import PatternSet, Signal
 from oellm_autoexp.errors import UserError
 
 BLOCK_LINES = 20_000  # lines classified per call: bounded memory on huge logs

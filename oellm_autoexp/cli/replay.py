@@ -1,6 +1,6 @@
 """`autoexp replay LOG...`: what the monitor would decide about recorded logs, on their own clock.
 
-Each log is one simulated attempt (core/replay.py); docs/replay.md explains the
+Each log is one simulated attempt (core/replay/replay.py); docs/replay.md explains the
 clock, the simulated Slurm and the output. `--session S JOB` replays a past
 attempt from the timing record the monitor kept.
 """
@@ -15,9 +15,9 @@ from typing import Any
 from oellm_autoexp.adapters.submission import state_dir
 from oellm_autoexp.cli import _replay_views as views
 from oellm_autoexp.cli._sessions import find_job, find_session
-from oellm_autoexp.core.line_time import Between
-from oellm_autoexp.core.log_end import LogEnd, parse_end_state
-from oellm_autoexp.core.replay import ReplayResult, ReplaySetup, replay
+from oellm_autoexp.core.replay.line_time import Between
+from oellm_autoexp.core.replay.log_end import LogEnd, parse_end_state
+from oellm_autoexp.core.replay.replay import ReplayResult, ReplaySetup, replay
 from oellm_autoexp.daemon.replay_runs import (
     attempt_inputs,
     expand_logs,

@@ -1,12 +1,12 @@
 """Fan-out: one attempt submitted as its best K strategies at once; the first to run wins.
 
 The submitter records the attempt's intent (tag T) as always, then hands it here (`launch`):
-every strategy variant is estimated with `sbatch --test-only` (core/strategies.py ranks them),
+every strategy variant is estimated with `sbatch --test-only` (core/plan/strategies.py ranks them),
 and the best K are submitted, each with its own intent recorded first and its own tag
 (`T-c1`, `T-c2`...; adapters/store_candidates.py). Each poll the monitor adds the open
 candidates to its one squeue call and calls `settle`: the first candidate to run becomes the
 attempt's job (the attempt is confirmed with its id) and every other one is cancelled in that
-poll with ONE scancel (core/fanout_pick.py: never two running for one attempt). A decision row
+poll with ONE scancel (core/plan/fanout_pick.py: never two running for one attempt). A decision row
 says which won and how long each waited; the winner's allocated GPU type is checked against
 the one its strategy expects (`scontrol show job -d`), with a warning when they differ.
 
@@ -32,10 +32,10 @@ from oellm_autoexp.adapters.store_candidates import (
     record_candidate,
 )
 from oellm_autoexp.adapters.submission import submit_plan, write_script
-from oellm_autoexp.core.fanout_pick import pick
-from oellm_autoexp.core.job_record import JobRecord
-from oellm_autoexp.core.plan import JobPlan, log_path_for
-from oellm_autoexp.core.strategies import (
+from oellm_autoexp.core.jobs.job_record import JobRecord
+from oellm_autoexp.core.plan.fanout_pick import pick
+from oellm_autoexp.core.plan.plan import JobPlan, log_path_for
+from oellm_autoexp.core.plan.strategies import (
     Candidate,
     Strategy,
     best_per_strategy,
@@ -43,7 +43,12 @@ from oellm_autoexp.core.strategies import (
     gpu_type_warning,
     rank,
 )
-from oellm_autoexp.core.strategy_plan import has_strategies, job_strategies, submission_args, variants
+from oellm_autoexp.core.plan.strategy_plan import (
+    has_strategies,
+    job_strategies,
+    submission_args,
+    variants,
+)
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.watch import JobRuntime
 

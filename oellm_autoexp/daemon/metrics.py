@@ -23,7 +23,7 @@ from oellm_autoexp.adapters import command_timing
 from oellm_autoexp.adapters.command_timing import CommandRun
 from oellm_autoexp.adapters.metrics_export import MetricsEndpoint, write_textfile
 from oellm_autoexp.adapters.store import SQLiteStore
-from oellm_autoexp.core.policy import DecisionAction
+from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.daemon.observer import Judged, MonitorEvent, Polled
 from oellm_autoexp.daemon.watch import LiveAttempt
 

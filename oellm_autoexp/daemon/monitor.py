@@ -8,9 +8,9 @@ monitored sessions (SlurmExecutor: one squeue, then one sacct for the rest).
 After a fatal line, `FollowUp`s look at that attempt alone within seconds (its
 process usually exits soon): `squeue --jobs <id>`, not a full poll of every job.
 
-An attempt is judged in one pure step, core/judge.py `judge()` (which asks
-core/policy.py `decide()`), on a `Verdict` from the attempt's view
-(core/attempt_view.py): the job ended, a fatal line settled while it still ran,
+An attempt is judged in one pure step, core/decide/judge.py `judge()` (which asks
+core/decide/policy.py `decide()`), on a `Verdict` from the attempt's view
+(core/watch/attempt_view.py): the job ended, a fatal line settled while it still ran,
 the hang tracker fired, or the job was lost. The judgement is recorded in ONE
 store transaction (`record_judgement`), then carried out (cancel, resubmit).
 """
@@ -42,12 +42,14 @@ from oellm_autoexp.adapters.store import (
 )
 from oellm_autoexp.adapters.store_buffer import BufferedStore, is_disk_full
 from oellm_autoexp.adapters.submission import make_executor
-from oellm_autoexp.core.attempt_view import AttemptView, Recovery
-from oellm_autoexp.core.job_record import JobRecord
-from oellm_autoexp.core.job_state import JobState, is_terminal
-from oellm_autoexp.core.judge import Evidence, Judgement, Trigger, Verdict, judge, stopped_status
-from oellm_autoexp.core.policy import DecisionAction, RestartHistory
-from oellm_autoexp.core.read_times import ReadMark, coalesces, extended
+from oellm_autoexp.core.decide.judge import Judgement, judge, stopped_status
+from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory
+from oellm_autoexp.core.jobs.job_record import JobRecord
+from oellm_autoexp.core.jobs.job_state import JobState, is_terminal
+from oellm_autoexp.core.replay.read_times import ReadMark, coalesces, extended
+from oellm_autoexp.core.watch.attempt_view import AttemptView, Recovery
+from oellm_autoexp.core.watch.evidence import Evidence
+from oellm_autoexp.core.watch.verdict import Trigger, Verdict
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.observer import (
     Judged,
@@ -691,7 +693,7 @@ class Monitor:
             for s in fresh
         ]
 
-    # -- the timing record (`autoexp replay --session`; core/read_times.py) -----------------------
+    # -- the timing record (`autoexp replay --session`; core/replay/read_times.py) -----------------------
 
     def _record_read_time(self, live: LiveAttempt, event: LogLines, now: float, *, has_signal: bool) -> None:
         """Remember when these bytes were read, so that a replay delivers them at the same time.

@@ -1,4 +1,4 @@
-"""The notifier: monitor events -> alerts (core/alerts.py) -> webhook delivery (adapters/webhook.py).
+"""The notifier: monitor events -> alerts (core/report/alerts.py) -> webhook delivery (adapters/webhook.py).
 
 An observer of the monitor (daemon/observer.py). On the monitor's thread it only builds
 the message and queues it; the delivery thread does the HTTP, and is started on the first
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from oellm_autoexp.adapters.store import SQLiteStore
 from oellm_autoexp.adapters.webhook import RECORD_FILENAME, Message, WebhookDelivery
-from oellm_autoexp.core.alerts import (
+from oellm_autoexp.core.report.alerts import (
     Alert,
     JobRef,
     alert_for,

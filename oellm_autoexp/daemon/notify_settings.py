@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from oellm_autoexp.core.alerts import RETRY_BASE_S, AlertKind
+from oellm_autoexp.core.report.alerts import RETRY_BASE_S, AlertKind
 
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from oellm_autoexp.adapters.store import SessionInfo, SQLiteStore
-from oellm_autoexp.core.judge import Judgement
+from oellm_autoexp.core.decide.judge import Judgement
 from oellm_autoexp.daemon.watch import LiveAttempt
 
 

@@ -1,10 +1,10 @@
-"""What `autoexp replay` feeds core/replay.py: logs from files or from a session's timing record.
+"""What `autoexp replay` feeds core/replay/replay.py: logs from files or from a session's timing record.
 
 The I/O half of replay: reading log files, composing the policy, patterns and
 monitor settings exactly as the monitor composes them for a job
 (daemon/session.py `restart_policy`, daemon/settings.py `split_monitoring`,
 daemon/watch.py `early_settings`), and reading a past attempt's timing record
-and decisions from the store. The simulation itself is pure (core/replay.py).
+and decisions from the store. The simulation itself is pure (core/replay/replay.py).
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ from oellm_autoexp.adapters.store import (
 )
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.config.loader import compose_mapping, search_path
-from oellm_autoexp.core.judge import Evidence, Trigger
-from oellm_autoexp.core.line_time import Between, LineTimes
-from oellm_autoexp.core.log_end import TAIL_LINES, LogEnd, end_of
-from oellm_autoexp.core.log_lines import LogLines, decoded_lines, split_log
-from oellm_autoexp.core.replay import Batch, ReplayResult, ReplaySetup, SlurmView, replay_log
-from oellm_autoexp.core.signals import PatternSet
+from oellm_autoexp.core.classify.signals import PatternSet
+from oellm_autoexp.core.replay.line_time import Between, LineTimes
+from oellm_autoexp.core.replay.log_end import TAIL_LINES, LogEnd, end_of
+from oellm_autoexp.core.replay.recorded_log import RecordedLog, decoded_lines, split_log
+from oellm_autoexp.core.replay.replay import Batch, ReplayResult, ReplaySetup, SlurmView, replay_log
+from oellm_autoexp.core.watch.evidence import Evidence
+from oellm_autoexp.core.watch.verdict import Trigger
 from oellm_autoexp.daemon.session import plan_from_dict, restart_policy
 from oellm_autoexp.daemon.settings import poll_interval_s, split_monitoring
 from oellm_autoexp.daemon.watch import early_settings, past_decisions
@@ -117,10 +118,10 @@ def expand_logs(args: Sequence[str]) -> list[Path]:
 
 @dataclass(frozen=True)
 class LogFile:
-    """A log read for replay: its lines and their times (core/log_lines.py)."""
+    """A log read for replay: its lines and their times (core/replay/recorded_log.py)."""
 
     path: Path
-    log: LogLines
+    log: RecordedLog
 
     @property
     def lines(self) -> list[str]:

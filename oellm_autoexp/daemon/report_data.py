@@ -5,7 +5,7 @@ iteration line (only `attempts.last_iteration`), so the iteration curve is read
 from the attempts' logs here, classified with the job's own patterns. Each
 progress line is timed by its own stamp, moved onto the monitor's clock with the
 help of when the monitor read it (the `log_reads` table, the clock of attempts and
-decisions); a line without a stamp takes its read time (core/report.py `timed_points`).
+decisions); a line without a stamp takes its read time (core/report/report.py `timed_points`).
 """
 
 from __future__ import annotations
@@ -24,11 +24,17 @@ from oellm_autoexp.adapters.store import (
     SessionInfo,
     SQLiteStore,
 )
-from oellm_autoexp.core.classify import Classifier
-from oellm_autoexp.core.judge import Evidence
-from oellm_autoexp.core.line_time import stamp_of, year_of
-from oellm_autoexp.core.report import AttemptData, DecisionData, JobData, SessionData, timed_points
-from oellm_autoexp.core.signals import PatternSet
+from oellm_autoexp.core.classify.classifier import Classifier
+from oellm_autoexp.core.classify.signals import PatternSet
+from oellm_autoexp.core.replay.line_time import stamp_of, year_of
+from oellm_autoexp.core.report.report import (
+    AttemptData,
+    DecisionData,
+    JobData,
+    SessionData,
+    timed_points,
+)
+from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.daemon.session import plan_from_dict
 from oellm_autoexp.daemon.settings import split_monitoring
 

@@ -1,6 +1,6 @@
 """What the monitor checks before a job is resubmitted: its checkpoint, its spend, its exclusions.
 
-The verdicts are pure (core/checkpoint_rollback.py, core/spend.py, core/exclusions.py);
+The verdicts are pure (core/checkpoint/rollback.py, core/decide/spend.py, core/decide/exclusions.py);
 this module gathers their inputs (the checkpoint files, one sacct call, the store's
 exclusions) and carries out the one action a check may take by itself, a checkpoint
 rollback (moves aside, never deletes).
@@ -17,13 +17,14 @@ from oellm_autoexp.adapters.checkpoint_files import apply_rollback, check_run
 from oellm_autoexp.adapters.executor import Executor, ExecutorError
 from oellm_autoexp.adapters.store import AttemptInfo, JobStatus, SQLiteStore
 from oellm_autoexp.backends.build import checkpoint_dir
-from oellm_autoexp.core.checkpoint_rollback import rollback_line
-from oellm_autoexp.core.exclusions import Exclusion, active_nodes, exclude_list, exclusions_from_blame
-from oellm_autoexp.core.judge import Evidence, Judgement
-from oellm_autoexp.core.outcome import OutcomeKind
-from oellm_autoexp.core.plan import JobPlan
-from oellm_autoexp.core.policy import DecisionAction
-from oellm_autoexp.core.spend import AttemptUsage, Spend, total_spend
+from oellm_autoexp.core.checkpoint.rollback import rollback_line
+from oellm_autoexp.core.decide.exclusions import Exclusion, active_nodes, exclude_list, exclusions_from_blame
+from oellm_autoexp.core.decide.judge import Judgement
+from oellm_autoexp.core.decide.policy import DecisionAction
+from oellm_autoexp.core.decide.spend import AttemptUsage, Spend, total_spend
+from oellm_autoexp.core.plan.plan import JobPlan
+from oellm_autoexp.core.watch.evidence import Evidence
+from oellm_autoexp.core.watch.outcome import OutcomeKind
 from oellm_autoexp.daemon.watch import JobRuntime
 
 
@@ -97,7 +98,7 @@ def _stop_line(why: str, directory: Path) -> str:
     return f"not resubmitting: {why} (details: autoexp checkpoint check {directory})"
 
 
-# -- the cumulative spend (core/spend.py) ----------------------------------------------------------
+# -- the cumulative spend (core/decide/spend.py) ----------------------------------------------------------
 
 
 def spend_so_far(store: SQLiteStore, rt: JobRuntime, now: datetime) -> Spend | None:
@@ -147,7 +148,7 @@ def configured_exclude(plan: JobPlan) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-# -- node exclusions (core/exclusions.py) -------------------------------------------------------
+# -- node exclusions (core/decide/exclusions.py) -------------------------------------------------------
 
 
 def active_exclusions(store: SQLiteStore, rt: JobRuntime, now: datetime) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from oellm_autoexp.core.progress import HangConfig
+from oellm_autoexp.core.watch.progress import HangConfig
 from oellm_autoexp.daemon.notify_settings import NotificationSettings
 from oellm_autoexp.errors import UserError
 
@@ -57,7 +57,7 @@ class MonitorSettings(BaseModel):
     # The same while no iteration was seen yet (startup: at 1,000 nodes it can be silent for
     # 10 minutes); null: recovery_window_s.
     recovery_window_startup_s: float | None = Field(default=None, gt=0)
-    # A node blamed for a failure (core/node_blame.py) stays off the job's attempts this long.
+    # A node blamed for a failure (core/decide/node_blame.py) stays off the job's attempts this long.
     exclusion_ttl_s: float = Field(default=24 * 3600.0, gt=0)
 
 

@@ -1,5 +1,5 @@
 """The stray net: each poll, cancel the live jobs that carry a monitored session's tag but are
-no attempt the store tracks (core/strays.py decides which), and record why.
+no attempt the store tracks (core/jobs/strays.py decides which), and record why.
 
 The monitor calls `StrayNet.sweep` with the tagged jobs its poll read in the same squeue
 call as the watched attempts (`Executor.query_tagged`).
@@ -13,7 +13,7 @@ from datetime import datetime
 from oellm_autoexp.adapters.executor import Executor, ExecutorError
 from oellm_autoexp.adapters.store import AttemptInfo, SQLiteStore
 from oellm_autoexp.adapters.store_strays import record_stray_cancel
-from oellm_autoexp.core.strays import KnownAttempt, Stray, TaggedJob, find_strays
+from oellm_autoexp.core.jobs.strays import KnownAttempt, Stray, TaggedJob, find_strays
 
 
 class StrayNet:

@@ -1,5 +1,5 @@
 """What the monitor keeps about each live attempt, and the glue from stored
-records to the judge's inputs (core/judge.py)."""
+records to the judge's inputs (core/decide/judge.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from typing import Any
 
 from oellm_autoexp.adapters.executor import Executor
 from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo
-from oellm_autoexp.core.attempt_view import AttemptView, EarlySettings
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.judge import Evidence, PastDecision, history_from
-from oellm_autoexp.core.plan import JobPlan
-from oellm_autoexp.core.policy import RestartHistory, RestartPolicy
-from oellm_autoexp.core.read_times import ReadMark
+from oellm_autoexp.core.decide.judge import PastDecision, history_from
+from oellm_autoexp.core.decide.policy import RestartHistory, RestartPolicy
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.plan.plan import JobPlan
+from oellm_autoexp.core.replay.read_times import ReadMark
+from oellm_autoexp.core.watch.attempt_view import AttemptView, EarlySettings
+from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.daemon.settings import MonitorSettings
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.adapters.pattern_files import load_patterns
-from oellm_autoexp.core.classify import SILENT_DEATH_PATTERN, classify_lines, log_cause
+from oellm_autoexp.core.classify.classifier import SILENT_DEATH_PATTERN, classify_lines, log_cause
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 REPO = Path(__file__).resolve().parents[2]

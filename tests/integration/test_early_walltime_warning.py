@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from oellm_autoexp.core.render import ScriptSpec, render_sbatch
+from oellm_autoexp.core.plan.render import ScriptSpec, render_sbatch
 
 # The worker: sleeps before installing its handler (torch's import, a checkpoint's load), then
 # waits for the warning and says so. USR1 is ignored until then, as under the node wrapper.

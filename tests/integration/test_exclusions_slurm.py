@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.core.exclusions import scontrol_exclude_command
-from oellm_autoexp.core.spend import SPEND_SACCT_FORMAT, parse_usage, total_spend
+from oellm_autoexp.core.decide.exclusions import scontrol_exclude_command
+from oellm_autoexp.core.decide.spend import SPEND_SACCT_FORMAT, parse_usage, total_spend
 
 pytestmark = pytest.mark.slurm
 

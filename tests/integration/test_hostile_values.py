@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.jobs.job_state import JobState
 
 HOSTILE = [
     "$(touch pwned)",

@@ -11,7 +11,7 @@ import pytest
 
 from oellm_autoexp.adapters.executor import ExecutorError
 from oellm_autoexp.adapters.local_executor import LocalExecutor
-from oellm_autoexp.core.job_state import JobState, is_terminal
+from oellm_autoexp.core.jobs.job_state import JobState, is_terminal
 
 DEADLINE_S = 30.0
 

@@ -27,7 +27,7 @@ from oellm_autoexp.adapters.log_tail import (
     OffsetStore,
 )
 from oellm_autoexp.adapters.store import SQLiteStore
-from oellm_autoexp.core.fs_kind import WatchMode
+from oellm_autoexp.core.host.fs_kind import WatchMode
 
 DEADLINE_S = 15.0  # generous: a loaded CI machine, a 10 MB line
 POLL_S = 0.05  # the polling observer's interval in these tests

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.adapters.pattern_files import load_patterns
-from oellm_autoexp.core.classify import classify_lines, log_cause, root_cause
-from oellm_autoexp.core.signals import Signal
+from oellm_autoexp.core.classify.classifier import classify_lines, log_cause, root_cause
+from oellm_autoexp.core.classify.signals import Signal
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "megatron"
 PATTERNS = load_patterns(["megatron_production"])

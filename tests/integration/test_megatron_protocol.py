@@ -11,12 +11,12 @@ from pathlib import Path
 import yaml
 
 from oellm_autoexp.adapters.pattern_files import load_patterns
-from oellm_autoexp.core.attempt_view import AttemptView
-from oellm_autoexp.core.job_record import JobRecord
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.judge import Judgement, PastDecision, history_from, judge
-from oellm_autoexp.core.outcome import OutcomeKind
-from oellm_autoexp.core.policy import DecisionAction, load_policy
+from oellm_autoexp.core.decide.judge import Judgement, PastDecision, history_from, judge
+from oellm_autoexp.core.decide.policy import DecisionAction, load_policy
+from oellm_autoexp.core.jobs.job_record import JobRecord
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.watch.attempt_view import AttemptView
+from oellm_autoexp.core.watch.outcome import OutcomeKind
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 PATTERNS = load_patterns(["megatron_production"])

@@ -18,10 +18,10 @@ import yaml
 
 from oellm_autoexp.adapters.store import SQLiteStore
 from oellm_autoexp.config.experiment import load_jobs
-from oellm_autoexp.core.job_record import JobRecord
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.plan import JobPlan, build_plans, log_path_for
-from oellm_autoexp.core.strays import TaggedJob
+from oellm_autoexp.core.jobs.job_record import JobRecord
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.jobs.strays import TaggedJob
+from oellm_autoexp.core.plan.plan import JobPlan, build_plans, log_path_for
 from oellm_autoexp.daemon.monitor import Monitor
 from oellm_autoexp.daemon.session import create_session
 

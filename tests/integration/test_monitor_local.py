@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from oellm_autoexp.adapters.store import JobStatus, SQLiteStore
-from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.jobs.job_state import JobState
 
 
 def _autoexp(state: Path, cwd: Path, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:

@@ -31,8 +31,8 @@ from oellm_autoexp.adapters.slurm_executor import SlurmExecutor
 from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo, SQLiteStore
 from oellm_autoexp.adapters.submission import submit_plan
 from oellm_autoexp.config.experiment import load_jobs
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.plan import build_plans
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.plan.plan import build_plans
 from oellm_autoexp.daemon.session import create_session
 from oellm_autoexp.daemon.submitter import submit_tag
 

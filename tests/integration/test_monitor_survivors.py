@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from oellm_autoexp.adapters.store import SQLiteStore
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.judge import Evidence
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.watch.evidence import Evidence
 
 GPU_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "gpu"
 PLAYER = Path(__file__).parent / "play_log.py"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.core.judge import Evidence
+from oellm_autoexp.core.watch.evidence import Evidence
 from tests.integration.test_monitor_slurm import (
     COMPLETED,
     NCCL_LINE,

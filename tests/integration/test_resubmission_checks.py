@@ -8,7 +8,7 @@ from pathlib import Path
 
 from oellm_autoexp.adapters.local_executor import LocalExecutor
 from oellm_autoexp.adapters.store import AttemptInfo
-from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.daemon.resubmission import check_before_resubmit, measure_spend
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "checkpoints" / "workload_run"

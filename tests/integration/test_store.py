@@ -26,7 +26,7 @@ from oellm_autoexp.adapters.store import (
     SQLiteStore,
     StoreError,
 )
-from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.errors import UserError
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

@@ -23,8 +23,8 @@ import yaml
 from oellm_autoexp.adapters.slurm_executor import SlurmExecutor
 from oellm_autoexp.adapters.store import SQLiteStore
 from oellm_autoexp.adapters.store_candidates import candidates_for_attempt
-from oellm_autoexp.core.fanout_pick import pick
-from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.plan.fanout_pick import pick
 
 pytestmark = [pytest.mark.slurm]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.adapters.store import SQLiteStore
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.strays import TaggedJob
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.jobs.strays import TaggedJob
 from oellm_autoexp.daemon.strays import StrayNet
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

@@ -14,7 +14,7 @@ from oellm_autoexp.adapters.store import SQLiteStore
 from oellm_autoexp.adapters.store_strays import STRAY_ACTION
 from oellm_autoexp.adapters.submission import submit_plan
 from oellm_autoexp.config.experiment import load_jobs
-from oellm_autoexp.core.plan import build_plans
+from oellm_autoexp.core.plan.plan import build_plans
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.session import create_session
 from oellm_autoexp.daemon.strays import StrayNet

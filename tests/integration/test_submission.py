@@ -11,7 +11,7 @@ import pytest
 
 from oellm_autoexp.adapters.executor import ExecutorError
 from oellm_autoexp.adapters.slurm_executor import SlurmExecutor, run_slurm_command
-from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.jobs.job_state import JobState
 
 DDP_SCRIPT = Path(__file__).parent / "ddp_script.py"
 

@@ -10,12 +10,8 @@ import pytest
 import yaml
 
 from oellm_autoexp.config.experiment import load_jobs
-from oellm_autoexp.core.attempt_plan import ATTEMPT_ENV, PREVIOUS_CAUSE_ENV, attempt_plan, check_override_sets
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.judge import Evidence, PastDecision, attempt_overrides, history_from, previous_cause
-from oellm_autoexp.core.outcome import Outcome
-from oellm_autoexp.core.plan import JobPlan, build_plans
-from oellm_autoexp.core.policy import (
+from oellm_autoexp.core.decide.judge import PastDecision, attempt_overrides, history_from, previous_cause
+from oellm_autoexp.core.decide.policy import (
     DecisionAction,
     RestartHistory,
     RestartPolicy,
@@ -23,6 +19,16 @@ from oellm_autoexp.core.policy import (
     decide,
     load_policy,
 )
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.plan.attempt_plan import (
+    ATTEMPT_ENV,
+    PREVIOUS_CAUSE_ENV,
+    attempt_plan,
+    check_override_sets,
+)
+from oellm_autoexp.core.plan.plan import JobPlan, build_plans
+from oellm_autoexp.core.watch.evidence import Evidence
+from oellm_autoexp.core.watch.outcome import Outcome
 from oellm_autoexp.errors import UserError
 
 A = DecisionAction

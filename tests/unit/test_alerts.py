@@ -1,11 +1,16 @@
-"""Alerts (core/alerts.py): which judgements raise which alert, and what the message says."""
+"""Alerts (core/report/alerts.py): which judgements raise which alert, and what the message says."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from oellm_autoexp.core.alerts import (
+from oellm_autoexp.core.classify.signals import Signal
+from oellm_autoexp.core.decide.judge import Judgement, judge
+from oellm_autoexp.core.decide.policy import RestartHistory, RestartRecord, load_policy
+from oellm_autoexp.core.jobs.job_record import JobRecord
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.report.alerts import (
     AlertKind,
     JobRef,
     alert_for,
@@ -15,12 +20,8 @@ from oellm_autoexp.core.alerts import (
     payload,
     retry_delay_s,
 )
-from oellm_autoexp.core.job_record import JobRecord
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.judge import Judgement, Trigger, Verdict, judge
-from oellm_autoexp.core.outcome import OutcomeKind
-from oellm_autoexp.core.policy import RestartHistory, RestartRecord, load_policy
-from oellm_autoexp.core.signals import Signal
+from oellm_autoexp.core.watch.outcome import OutcomeKind
+from oellm_autoexp.core.watch.verdict import Trigger, Verdict
 from oellm_autoexp.daemon.notify_settings import NotificationSettings, WebhookSettings
 
 RULE = {

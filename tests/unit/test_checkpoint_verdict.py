@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from oellm_autoexp.core.checkpoint_rollback import (
+from oellm_autoexp.core.checkpoint.rollback import (
     RunListing,
     aside_name,
     judge_run,
@@ -14,10 +14,10 @@ from oellm_autoexp.core.checkpoint_rollback import (
     parse_tracker,
     rollback_line,
 )
-from oellm_autoexp.core.checkpoint_verdict import (
+from oellm_autoexp.core.checkpoint.verdict import (
     CheckpointFacts,
+    CheckpointVerdict,
     DcpMetadata,
-    Verdict,
     ZipFacts,
     judge_checkpoint,
 )
@@ -132,9 +132,9 @@ def test_judge_checkpoint(facts: CheckpointFacts, status: str, problem: str | No
         assert any(problem in p for p in verdict.problems), verdict.problems
 
 
-OK = Verdict("complete", "torch_dist")
-BAD = Verdict("incomplete", "torch_dist", ("__0_0.distcp: listed in .metadata but missing",))
-UNSURE = Verdict("unverifiable", "torch", ("model_optim_rng.pt: legacy",))
+OK = CheckpointVerdict("complete", "torch_dist")
+BAD = CheckpointVerdict("incomplete", "torch_dist", ("__0_0.distcp: listed in .metadata but missing",))
+UNSURE = CheckpointVerdict("unverifiable", "torch", ("model_optim_rng.pt: legacy",))
 
 
 def listing(*names: str, tracker: str | None = "300") -> RunListing:
@@ -177,7 +177,7 @@ def listing(*names: str, tracker: str | None = "300") -> RunListing:
 )
 def test_judge_run(
     run: RunListing,
-    verdicts: dict[str, Verdict],
+    verdicts: dict[str, CheckpointVerdict],
     status: str,
     iteration: int | None,
     moves: list[tuple[str, str]] | None,

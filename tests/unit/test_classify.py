@@ -5,8 +5,18 @@ from __future__ import annotations
 import pytest
 
 from oellm_autoexp.adapters.pattern_files import load_patterns, pattern_set_from_mapping
-from oellm_autoexp.core.classify import Classifier, classify_line, classify_lines, root_cause
-from oellm_autoexp.core.signals import PatternSet, Signal, SignalPattern, required_literals
+from oellm_autoexp.core.classify.classifier import (
+    Classifier,
+    classify_line,
+    classify_lines,
+    root_cause,
+)
+from oellm_autoexp.core.classify.signals import (
+    PatternSet,
+    Signal,
+    SignalPattern,
+    required_literals,
+)
 from oellm_autoexp.errors import UserError
 
 PATTERNS = load_patterns(["megatron_production"])

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from oellm_autoexp.adapters.pattern_files import load_patterns
-from oellm_autoexp.core.classify_score import (
+from oellm_autoexp.core.classify.score import (
     HEALTHY,
     Excerpt,
     excerpts_from_records,

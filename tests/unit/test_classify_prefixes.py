@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from oellm_autoexp.adapters.pattern_files import load_patterns
-from oellm_autoexp.core.classify import classify_lines, root_cause, strip_prefix
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.outcome import Outcome
-from oellm_autoexp.core.policy import DecisionAction, RestartHistory, decide, load_policy
+from oellm_autoexp.core.classify.classifier import classify_lines, root_cause, strip_prefix
+from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, decide, load_policy
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.watch.outcome import Outcome
 
 PATTERNS = load_patterns(["megatron_production"])
 RESTART = Path(__file__).resolve().parents[2] / "config" / "restart"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oellm_autoexp.core.fs_kind import (
+from oellm_autoexp.core.host.fs_kind import (
     Mount,
     WatchMode,
     choose_watch_mode,

@@ -1,4 +1,4 @@
-"""The judge step (core/judge.py) and the attempt view (core/attempt_view.py): verdicts in, judgements out."""
+"""The judge step (core/decide/judge.py) and the attempt view (core/watch/attempt_view.py): verdicts in, judgements out."""
 
 from __future__ import annotations
 
@@ -10,26 +10,25 @@ import yaml
 
 from oellm_autoexp.adapters.pattern_files import load_patterns
 from oellm_autoexp.adapters.store import DecisionInfo
-from oellm_autoexp.core import progress
-from oellm_autoexp.core.attempt_view import KILLED_PATTERN, AttemptView, EarlySettings, progress_event
-from oellm_autoexp.core.job_record import JobRecord
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.job_status import JobStatus
-from oellm_autoexp.core.judge import (
-    Evidence,
+from oellm_autoexp.core.classify.signals import Signal
+from oellm_autoexp.core.decide.judge import (
     Judgement,
-    Trigger,
-    Verdict,
     history_from,
     judge,
     node_of,
     outcome_of,
     stopped_status,
 )
-from oellm_autoexp.core.outcome import OutcomeKind
-from oellm_autoexp.core.policy import DecisionAction, RestartHistory, load_policy
-from oellm_autoexp.core.progress import HangConfig, HangKind, HangVerdict
-from oellm_autoexp.core.signals import Signal
+from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, load_policy
+from oellm_autoexp.core.jobs.job_record import JobRecord
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.jobs.job_status import JobStatus
+from oellm_autoexp.core.watch import progress
+from oellm_autoexp.core.watch.attempt_view import KILLED_PATTERN, AttemptView, EarlySettings, progress_event
+from oellm_autoexp.core.watch.evidence import Evidence
+from oellm_autoexp.core.watch.outcome import OutcomeKind
+from oellm_autoexp.core.watch.progress import HangConfig, HangKind, HangVerdict
+from oellm_autoexp.core.watch.verdict import Trigger, Verdict
 from oellm_autoexp.daemon.watch import job_history
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Line times for `autoexp replay` (core/line_time.py) and the end state a log shows (core/log_end.py)."""
+"""Line times for `autoexp replay` (core/replay/line_time.py) and the end state a log shows (core/replay/log_end.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.line_time import line_times, stamp_of, year_of
-from oellm_autoexp.core.log_end import assumed_end, end_of, parse_end_state
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.replay.line_time import line_times, stamp_of, year_of
+from oellm_autoexp.core.replay.log_end import assumed_end, end_of, parse_end_state
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 

@@ -1,4 +1,4 @@
-"""A log's bytes as lines and times (core/log_lines.py): the bulk way against line_time.py line by line."""
+"""A log's bytes as lines and times (core/replay/recorded_log.py): the bulk way against line_time.py line by line."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.core import log_lines
-from oellm_autoexp.core.line_time import line_times
-from oellm_autoexp.core.log_lines import decoded_lines, split_log
+from oellm_autoexp.core.replay import recorded_log as log_lines
+from oellm_autoexp.core.replay.line_time import line_times
+from oellm_autoexp.core.replay.recorded_log import decoded_lines, split_log
 from tests.conftest import unavailable
 from tests.unit.synthetic_logs import synthetic_log
 

@@ -1,4 +1,4 @@
-"""The bulk candidate finder (core/matcher.py) against the line-by-line reference path. No I/O but fixtures."""
+"""The bulk candidate finder (core/classify/matcher.py) against the line-by-line reference path. No I/O but fixtures."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.adapters.pattern_files import load_patterns, pattern_set_from_mapping
-from oellm_autoexp.core import matcher
-from oellm_autoexp.core.attempt_view import AttemptView
-from oellm_autoexp.core.classify import Classifier, classify_lines
-from oellm_autoexp.core.signals import PatternSet
+from oellm_autoexp.core.classify import matcher
+from oellm_autoexp.core.classify.classifier import Classifier, classify_lines
+from oellm_autoexp.core.classify.signals import PatternSet
+from oellm_autoexp.core.watch.attempt_view import AttemptView
 from tests.conftest import unavailable
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "logs"

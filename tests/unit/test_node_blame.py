@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from oellm_autoexp.core.exclusions import (
+from oellm_autoexp.core.classify.signals import Signal
+from oellm_autoexp.core.decide.exclusions import (
     Exclusion,
     active_nodes,
     describe,
@@ -15,10 +16,9 @@ from oellm_autoexp.core.exclusions import (
     merge_exclusions,
     scontrol_exclude_command,
 )
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.node_blame import Blame, blame_limit, blame_nodes
-from oellm_autoexp.core.signals import Signal
-from oellm_autoexp.core.slurm_nodes import (
+from oellm_autoexp.core.decide.node_blame import Blame, blame_limit, blame_nodes
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.jobs.slurm_nodes import (
     NodeHealth,
     RunNodes,
     parse_requeue_runs,

@@ -8,9 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.outcome import Outcome, OutcomeKind
-from oellm_autoexp.core.policy import (
+from oellm_autoexp.core.decide.policy import (
     Decision,
     DecisionAction,
     RestartHistory,
@@ -22,8 +20,10 @@ from oellm_autoexp.core.policy import (
     refill_point,
     restart_delay_s,
 )
-from oellm_autoexp.core.progress import HangKind
-from oellm_autoexp.core.spend import Spend
+from oellm_autoexp.core.decide.spend import Spend
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.watch.outcome import Outcome, OutcomeKind
+from oellm_autoexp.core.watch.progress import HangKind
 from oellm_autoexp.errors import UserError
 
 S = JobState

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.outcome import Outcome, OutcomeKind, outcome_kind
-from oellm_autoexp.core.progress import HangKind
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.watch.outcome import Outcome, OutcomeKind, outcome_kind
+from oellm_autoexp.core.watch.progress import HangKind
 
 S = JobState
 K = OutcomeKind

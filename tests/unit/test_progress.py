@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from oellm_autoexp.core.progress import (
+from oellm_autoexp.core.watch.progress import (
     STEP_SAMPLES,
     CheckpointDone,
     CheckpointStart,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.config.experiment import load_jobs
-from oellm_autoexp.core.plan import build_plans
+from oellm_autoexp.core.plan.plan import build_plans
 
 GOLDEN = Path(__file__).parent / "golden"
 SHIPPED_EXPERIMENTS = Path(__file__).resolve().parents[2] / "config" / "experiments"

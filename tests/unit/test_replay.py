@@ -1,4 +1,4 @@
-"""The replay simulation (core/replay.py): batches, ticks, verdicts and judgements on a virtual clock."""
+"""The replay simulation (core/replay/replay.py): batches, ticks, verdicts and judgements on a virtual clock."""
 
 from __future__ import annotations
 
@@ -10,17 +10,15 @@ import pytest
 import yaml
 
 from oellm_autoexp.adapters.pattern_files import load_patterns
-from oellm_autoexp.core import log_lines
-from oellm_autoexp.core.attempt_view import EarlySettings
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.judge import Evidence, PastDecision
-from oellm_autoexp.core.line_time import line_times
-from oellm_autoexp.core.log_end import TAIL_LINES, LogEnd, end_of
-from oellm_autoexp.core.log_lines import split_log
-from oellm_autoexp.core.policy import load_policy
-from oellm_autoexp.core.progress import HangConfig
-from oellm_autoexp.core.read_times import ReadMark, coalesces
-from oellm_autoexp.core.replay import (
+from oellm_autoexp.core.decide.judge import PastDecision
+from oellm_autoexp.core.decide.policy import load_policy
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.replay import recorded_log as log_lines
+from oellm_autoexp.core.replay.line_time import line_times
+from oellm_autoexp.core.replay.log_end import TAIL_LINES, LogEnd, end_of
+from oellm_autoexp.core.replay.read_times import ReadMark, coalesces
+from oellm_autoexp.core.replay.recorded_log import split_log
+from oellm_autoexp.core.replay.replay import (
     Batch,
     ReplayResult,
     ReplaySetup,
@@ -30,6 +28,9 @@ from oellm_autoexp.core.replay import (
     replay_lines,
     replay_log,
 )
+from oellm_autoexp.core.watch.attempt_view import EarlySettings
+from oellm_autoexp.core.watch.evidence import Evidence
+from oellm_autoexp.core.watch.progress import HangConfig
 from oellm_autoexp.daemon.replay_runs import decoded_lines
 from tests.conftest import unavailable
 from tests.unit.synthetic_logs import synthetic_log
@@ -186,7 +187,7 @@ def test_replay_of_lines_by_bisection_equals_replay_of_batches(log: Path) -> Non
         assert _summary(replay_lines(lines, times, slurm, one, source="x")) == _summary(expected)
 
 
-# -- the fast path (replay_log over core/log_lines.py) against the reference -----------------------
+# -- the fast path (replay_log over core/replay/recorded_log.py) against the reference -----------------------
 
 FIXTURE_LOGS = sorted((ROOT / "tests" / "fixtures" / "logs").glob("*/*.log"))
 SETTINGS = {
@@ -208,7 +209,7 @@ SETTINGS = {
 
 @pytest.fixture(params=["python", "numpy"])
 def engine(request: pytest.FixtureRequest) -> Iterator[str]:
-    """core/log_lines.py's way of splitting a log, for every log size."""
+    """core/replay/recorded_log.py's way of splitting a log, for every log size."""
     try:
         log_lines.set_engine(request.param)
     except ValueError:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oellm_autoexp.core.judge import Evidence
-from oellm_autoexp.core.report import (
+from oellm_autoexp.core.report.report import (
     AttemptData,
     DecisionData,
     JobData,
@@ -14,7 +13,8 @@ from oellm_autoexp.core.report import (
     timed_points,
     useful_seconds,
 )
-from oellm_autoexp.core.report_html import format_duration, render_report_html
+from oellm_autoexp.core.report.report_html import format_duration, render_report_html
+from oellm_autoexp.core.watch.evidence import Evidence
 
 T0 = 1_700_000_000.0
 

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from oellm_autoexp.adapters.pattern_files import load_patterns
-from oellm_autoexp.core.attempt_view import AttemptView
-from oellm_autoexp.core.progress import HangConfig, HangKind
+from oellm_autoexp.core.watch.attempt_view import AttemptView
+from oellm_autoexp.core.watch.progress import HangConfig, HangKind
 from oellm_autoexp.daemon import monitor
 
 PATTERNS = load_patterns(["megatron_production"])

@@ -6,8 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.slurm_parse import (
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.jobs.slurm_parse import (
     expand_nodelist,
     parse_exit_code,
     parse_sacct,

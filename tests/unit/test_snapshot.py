@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from oellm_autoexp.adapters.snapshot import MAX_DECISIONS_PER_JOB, build_snapshot
 from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo, SessionInfo
-from oellm_autoexp.core.job_state import JobState
+from oellm_autoexp.core.jobs.job_state import JobState
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 

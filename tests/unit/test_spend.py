@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oellm_autoexp.core.spend import (
+from oellm_autoexp.core.decide.spend import (
     AttemptUsage,
     SpendLimits,
     gpus_of,

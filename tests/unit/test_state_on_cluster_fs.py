@@ -13,7 +13,7 @@ import pytest
 
 from oellm_autoexp.adapters import store_open
 from oellm_autoexp.adapters.store import SQLiteStore
-from oellm_autoexp.core.fs_kind import sqlite_journal_mode
+from oellm_autoexp.core.host.fs_kind import sqlite_journal_mode
 from oellm_autoexp.daemon.session_lock import refuse_if_monitored_elsewhere
 from oellm_autoexp.errors import UserError
 

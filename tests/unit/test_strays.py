@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.slurm_parse import parse_squeue_tagged
-from oellm_autoexp.core.strays import KnownAttempt, TaggedJob, find_strays, parse_tag
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.jobs.slurm_parse import parse_squeue_tagged
+from oellm_autoexp.core.jobs.strays import KnownAttempt, TaggedJob, find_strays, parse_tag
 
 TAG1 = "autoexp-1-7-1-0000abcd"
 TAG2 = "autoexp-1-7-2-1111abcd"

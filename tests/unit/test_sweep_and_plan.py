@@ -7,7 +7,12 @@ import pytest
 from oellm_autoexp.config.experiment import JobConfig
 from oellm_autoexp.config.models import RootConfig, SlurmConfig
 from oellm_autoexp.config.sweep import NO_SWEEP, expand_sweep
-from oellm_autoexp.core.plan import build_plans, default_cpus_per_task, log_path_for, sbatch_directives
+from oellm_autoexp.core.plan.plan import (
+    build_plans,
+    default_cpus_per_task,
+    log_path_for,
+    sbatch_directives,
+)
 from oellm_autoexp.errors import UserError
 
 

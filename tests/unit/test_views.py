@@ -8,8 +8,8 @@ import pytest
 
 from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo, SignalInfo
 from oellm_autoexp.cli._views import explain_lines, job_row, render_table
-from oellm_autoexp.core.job_state import JobState
-from oellm_autoexp.core.judge import Evidence
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.watch.evidence import Evidence
 
 T0 = datetime(2025, 3, 1, 12, 0, 5, tzinfo=UTC)
 

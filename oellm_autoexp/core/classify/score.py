@@ -1,0 +1,141 @@
+"""How well the classifier reads labelled log excerpts: accuracy, per-class precision/recall. No I/O.
+
+Each excerpt is classified as `autoexp classify` classifies a file: its lines
+fed to a `Classifier`, the root cause's `error_type` is the reading, and no
+root cause reads as `healthy`. The labelled corpus lives in tests/corpus/
+(real lines quoted from public sources); tests/unit/test_classify_corpus.py and
+scripts/corpus_report.py both score it with `score_excerpts`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from oellm_autoexp.core.classify.classifier import Classifier, log_cause
+from oellm_autoexp.core.classify.signals import PatternSet
+
+HEALTHY = "healthy"  # the label of an excerpt that shows no failure
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """One labelled excerpt: the lines, the class a careful engineer gives them, where they come from."""
+
+    text: str
+    expected: str  # a root error_type, or HEALTHY
+    source: str  # owner/repo#N or a page URL
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The classifier's reading of one excerpt."""
+
+    excerpt: Excerpt
+    got: str  # the root cause's error_type, or HEALTHY
+    mixed: bool = False  # besides the root, a cascade/teardown line or a line of another class
+
+    @property
+    def right(self) -> bool:
+        return self.got == self.excerpt.expected
+
+
+@dataclass(frozen=True)
+class ClassScore:
+    """Precision and recall of one class over the corpus."""
+
+    name: str
+    support: int  # excerpts labelled with this class
+    predicted: int  # excerpts the classifier put in this class
+    correct: int  # both
+
+    @property
+    def precision(self) -> float:
+        return self.correct / self.predicted if self.predicted else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.correct / self.support if self.support else 1.0
+
+
+@dataclass(frozen=True)
+class Score:
+    readings: tuple[Reading, ...]
+
+    @property
+    def accuracy(self) -> float:
+        return sum(r.right for r in self.readings) / len(self.readings) if self.readings else 1.0
+
+    @property
+    def mixed(self) -> int:
+        """Excerpts where the root shares the excerpt with its cascade (teardown, other classes)."""
+        return sum(r.mixed for r in self.readings)
+
+    @property
+    def healthy_called_failures(self) -> list[Reading]:
+        return [r for r in self.readings if r.excerpt.expected == HEALTHY and r.got != HEALTHY]
+
+    def classes(self) -> list[ClassScore]:
+        support = Counter(r.excerpt.expected for r in self.readings)
+        predicted = Counter(r.got for r in self.readings)
+        correct = Counter(r.got for r in self.readings if r.right)
+        names = sorted(set(support) | set(predicted))
+        return [ClassScore(n, support[n], predicted[n], correct[n]) for n in names]
+
+    def confusions(self) -> list[tuple[str, str, int]]:
+        """(expected, got, count) for every wrong pair, most frequent first."""
+        pairs = Counter((r.excerpt.expected, r.got) for r in self.readings if not r.right)
+        return sorted(((e, g, n) for (e, g), n in pairs.items()), key=lambda t: (-t[2], t[0], t[1]))
+
+
+def read_excerpt(excerpt: Excerpt, patterns: PatternSet) -> Reading:
+    """Classify one excerpt the way `autoexp classify` classifies a file."""
+    classifier = Classifier(patterns, source=excerpt.source)
+    classifier.feed(excerpt.text.splitlines())
+    cause = log_cause(classifier.signals)
+    got = cause.error_type if cause is not None and cause.error_type else HEALTHY
+    mixed = cause is not None and any(
+        s is not cause
+        and (s.teardown or s.role == "cascade" or (s.error_type or cause.error_type) != cause.error_type)
+        for s in classifier.signals
+    )
+    return Reading(excerpt, got, mixed)
+
+
+def score_excerpts(excerpts: Iterable[Excerpt], patterns: PatternSet) -> Score:
+    return Score(tuple(read_excerpt(e, patterns) for e in excerpts))
+
+
+def format_score(score: Score, wrong_limit: int = 0) -> str:
+    """The per-class table, the confusion pairs and (up to `wrong_limit`) the wrong readings."""
+    lines = [f"{'class':<24}{'n':>5}{'called':>8}{'precision':>11}{'recall':>8}"]
+    lines += [
+        f"{c.name:<24}{c.support:>5}{c.predicted:>8}{c.precision:>11.1%}{c.recall:>8.1%}"
+        for c in score.classes()
+    ]
+    right = sum(r.right for r in score.readings)
+    lines.append(f"overall accuracy: {score.accuracy:.1%} ({right}/{len(score.readings)})")
+    lines.append(f"excerpts mixing a root with its cascade: {score.mixed}")
+    confusions = score.confusions()
+    if confusions:
+        lines.append("confusions (expected -> got: count):")
+        lines += [f"  {e} -> {g}: {n}" for e, g, n in confusions]
+    wrong = [r for r in score.readings if not r.right][:wrong_limit]
+    for r in wrong:
+        first = r.excerpt.text.splitlines()[0][:140] if r.excerpt.text else ""
+        lines.append(f"  [{r.excerpt.source}] expected {r.excerpt.expected}, got {r.got}: {first}")
+    return "\n".join(lines)
+
+
+def excerpts_from_records(records: Sequence[dict[str, object]], origin: str) -> list[Excerpt]:
+    """Excerpts from parsed corpus records (mappings with text/expected/source/note)."""
+    out = []
+    for i, record in enumerate(records):
+        missing = [k for k in ("text", "expected", "source") if not record.get(k)]
+        if missing:
+            raise ValueError(f"{origin}: record {i + 1} lacks {', '.join(missing)}")
+        note = record.get("note") or ""
+        out.append(Excerpt(str(record["text"]), str(record["expected"]), str(record["source"]), str(note)))
+    return out

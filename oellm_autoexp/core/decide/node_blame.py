@@ -1,0 +1,144 @@
+"""Which nodes to blame for a failed attempt, on evidence that singles them out. Pure.
+
+Evidence that names one node for a reason of its own:
+- a GPU hardware line with its host (`<host> kernel: NVRM: Xid ...`, ECC, "fallen off the bus");
+  a host-less one blames the node only when the allocation has a single node;
+- srun's `Node failure on <node>`;
+- a node Slurm itself reports DRAIN/DOWN/FAIL (core/jobs/slurm_nodes.py);
+- the node lists of a job the cluster requeued after a node failure (`sacct --duplicates`):
+  the nodes common to every NODE_FAIL run.
+Never evidence: `srun: error: <node>: task N: Exited` (every rank of a crash prints it) and
+slurmstepd's `CANCELLED ... DUE TO NODE FAILURE` (it names the batch host, not the node that
+failed). The guard: when the evidence names more than `max_share` of the allocation (and more
+than one node), it is a job-wide event and no one is blamed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from oellm_autoexp.core.classify.signals import Signal
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth, RunNodes
+
+DEFAULT_MAX_SHARE = 0.25  # blame no one when evidence names more than this share of the allocation
+HARDWARE_PATTERNS = frozenset({"xid", "gpu_fallen_off_bus", "ecc_error"})  # config/monitoring/base.yaml
+NODE_FAILURE_PATTERNS = frozenset({"srun_node_failure"})
+NODE_FAILURE_STATES = frozenset({JobState.NODE_FAIL})  # runs of a requeued job that failed on a node
+NODE_GROUPS = ("node", "host", "hostname")  # named regex groups that carry a node name
+
+
+@dataclass(frozen=True)
+class Blame:
+    """One node to exclude and the evidence line that singles it out."""
+
+    node: str
+    evidence: str
+    source: str  # log, slurm_state, sacct_duplicates
+
+
+@dataclass(frozen=True)
+class BlameResult:
+    blamed: tuple[Blame, ...]
+    withheld: str | None = None  # why nobody was blamed although evidence named nodes
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(b.node for b in self.blamed)
+
+
+def blame_nodes(
+    signals: Iterable[Signal],
+    allocation: Sequence[str],
+    unhealthy: Iterable[NodeHealth] = (),
+    requeue_runs: Iterable[RunNodes] = (),
+    max_share: float = DEFAULT_MAX_SHARE,
+    failed_run_states: frozenset[JobState] = NODE_FAILURE_STATES,
+) -> BlameResult:
+    """The nodes to blame for one attempt, or none when the evidence is job-wide.
+
+    `failed_run_states`: which earlier runs of a requeued job count as failed on a node.
+    NODE_FAIL by default; on a cluster with ForceRequeueOnFail (a launch failure is requeued
+    with no log) add REQUEUED when the monitor itself did not ask for the requeue.
+    """
+    alloc = {_short(n): n for n in allocation}
+    candidates: dict[str, Blame] = {}
+    for blame in [
+        *_from_signals(signals, allocation),
+        *_from_slurm(unhealthy),
+        *_from_requeues(requeue_runs, failed_run_states),
+    ]:
+        node = alloc.get(_short(blame.node), blame.node)
+        if alloc and node not in alloc.values() and blame.source != "sacct_duplicates":
+            continue  # not this attempt's: another job's node, or a name we cannot map
+        candidates.setdefault(node, Blame(node, blame.evidence, blame.source))
+    return _guard(tuple(candidates.values()), len(alloc), max_share)
+
+
+def blame_limit(allocation_size: int, max_share: float = DEFAULT_MAX_SHARE) -> int:
+    """How many nodes evidence may name before it counts as job-wide (at least one)."""
+    return max(1, int(allocation_size * max_share))
+
+
+def _guard(candidates: tuple[Blame, ...], allocation_size: int, max_share: float) -> BlameResult:
+    size = allocation_size or len(candidates)
+    limit = blame_limit(allocation_size, max_share) if allocation_size else 1
+    if len(candidates) <= limit:
+        return BlameResult(candidates)
+    share = 100.0 * len(candidates) / size
+    return BlameResult(
+        (),
+        f"evidence names {len(candidates)} of {size} nodes ({share:.0f} % > {100 * max_share:.0f} %): "
+        "a job-wide failure, no node blamed",
+    )
+
+
+def _from_signals(signals: Iterable[Signal], allocation: Sequence[str]) -> list[Blame]:
+    out = []
+    for signal in signals:
+        if signal.pattern not in HARDWARE_PATTERNS | NODE_FAILURE_PATTERNS:
+            continue
+        node = _node_of(signal.groups)
+        if node is None and signal.pattern in HARDWARE_PATTERNS and len(allocation) == 1:
+            node = allocation[0]  # one node: the line can only be about it
+        if node is not None:
+            out.append(Blame(node, f"{_where(signal)}: {signal.line.strip()}", "log"))
+    return out
+
+
+def _from_slurm(unhealthy: Iterable[NodeHealth]) -> list[Blame]:
+    return [Blame(h.node, h.evidence, "slurm_state") for h in unhealthy]
+
+
+def _from_requeues(runs: Iterable[RunNodes], states: frozenset[JobState]) -> list[Blame]:
+    failed = [r for r in runs if r.state in states]
+    if not failed:
+        return []
+    common = set(failed[0].nodes).intersection(*(r.nodes for r in failed[1:]))
+    starts = ", ".join(r.start for r in failed)
+    return [
+        Blame(
+            node,
+            f"sacct --duplicates: {node} in all {len(failed)} failed run(s) of job {failed[0].job_id} "
+            f"(started {starts})",
+            "sacct_duplicates",
+        )
+        for node in sorted(common)
+    ]
+
+
+def _node_of(groups: Mapping[str, str]) -> str | None:
+    for key in NODE_GROUPS:
+        if groups.get(key):
+            return groups[key]
+    return None
+
+
+def _where(signal: Signal) -> str:
+    return f"{signal.source or 'log'} line {signal.line_no}"
+
+
+def _short(node: str) -> str:
+    """`node12.cluster.example` and `node12` are the same node."""
+    return node.split(".", 1)[0]

@@ -1,0 +1,276 @@
+"""Progress and hang tracking for one running attempt. No I/O.
+
+The monitor feeds what the log tail saw into `advance(state, event, now)` and asks
+`check_hang(state, now, config)` on every poll. Both are pure: the state is an
+immutable value, `now` is float epoch seconds supplied by the caller.
+
+Three hang verdicts, because "no new bytes" alone is weak (a hung job whose
+launcher keeps printing `srun: error ...` lines looks alive until walltime):
+
+- `startup`: no first iteration within `startup_timeout_s` of the attempt's start.
+  Before the first iteration nothing else is judged: loading a checkpoint, building
+  dataset indices and compiling are long and silent.
+- `no_output`: no new bytes for `no_output_timeout_s`.
+- `no_progress`: the iteration counter has not advanced for
+  max(progress_factor x the learned step interval, progress_floor_s), whatever other
+  lines keep coming.
+
+The "step interval" is the time between two advances of the logged counter, i.e. one
+log interval (Megatron prints every `--log-interval` iterations), not one iteration:
+dividing by the iteration delta would make the limit `log_interval` times too short.
+It is the median of the last `STEP_SAMPLES` intervals, so one slow evaluation pass
+does not move it. Intervals that span a checkpoint save are not sampled.
+
+While a checkpoint save is in progress both limits are raised to at least
+`checkpoint_grace_s`, counted from the later of the save's start and the last event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from statistics import median
+
+from pydantic import BaseModel, ConfigDict, Field
+
+STEP_SAMPLES = 16  # how many recent counter intervals the step-interval median looks at
+
+
+class HangKind(StrEnum):
+    STARTUP = "startup"  # no first iteration within startup_timeout_s of the attempt's start
+    NO_OUTPUT = "no_output"  # no new bytes in the log for no_output_timeout_s
+    NO_PROGRESS = "no_progress"  # the iteration counter stood still past its learned limit
+
+
+class HangConfig(BaseModel):
+    """Hang thresholds. Defaults suit multi-node Megatron runs; tests use small values."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # 30 min: Megatron prints every log interval; a 30-minute silence outside a save is not healthy.
+    no_output_timeout_s: float = Field(default=1800.0, gt=0)
+    # k: ten normal log intervals without an advance is far outside normal jitter.
+    progress_factor: float = Field(default=10.0, gt=0)
+    # 15 min: covers evaluation passes and the first slow steps while the interval is still unknown.
+    progress_floor_s: float = Field(default=900.0, gt=0)
+    # 1 h: saving a large model's distributed checkpoint to a parallel filesystem takes tens of minutes.
+    checkpoint_grace_s: float = Field(default=3600.0, gt=0)
+    # 1 h: checkpoint loading, dataset index building and compilation before iteration 1.
+    startup_timeout_s: float = Field(default=3600.0, gt=0)
+
+
+@dataclass(frozen=True)
+class ProgressState:
+    """What the tracker knows about one attempt. Build it with `start(now)`."""
+
+    started_s: float  # when the attempt was first seen running; the startup clock starts here
+    last_output_s: float  # when new bytes last arrived (started_s until the first)
+    iteration: int | None = None  # the highest iteration counter seen
+    progress_s: float | None = None  # when the counter last advanced, or a checkpoint save ended
+    intervals_s: tuple[float, ...] = ()  # recent times between counter advances, oldest first
+    clean_interval: bool = False  # True when the interval running since progress_s may be sampled
+    checkpoint_since_s: float | None = None  # a save started then and has not finished yet
+
+    @property
+    def step_interval_s(self) -> float | None:
+        """Median time between counter advances; None until one interval was measured."""
+        return median(self.intervals_s) if self.intervals_s else None
+
+
+@dataclass(frozen=True)
+class Output:
+    """New bytes arrived in the log (any line)."""
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """A line reported the training iteration counter (this also counts as output)."""
+
+    iteration: int  # the counter as logged
+    # Lines reporting the counter were skipped just before this one (core/classify/classifier.py reads only
+    # the last few of a long run): the time since the last one seen is not one step interval.
+    after_gap: bool = False
+
+
+@dataclass(frozen=True)
+class CheckpointStart:
+    """A line said a checkpoint save began."""
+
+
+@dataclass(frozen=True)
+class CheckpointDone:
+    """A line said a checkpoint save finished."""
+
+
+ProgressEvent = Output | Iteration | CheckpointStart | CheckpointDone
+
+
+@dataclass(frozen=True)
+class HangVerdict:
+    """The tracker's judgement that the attempt is hung."""
+
+    kind: HangKind  # which clock ran out
+    waited_s: float  # how long that clock has been running
+    limit_s: float  # the limit it passed
+    iteration: int | None  # the last iteration seen (None before the first)
+    detail: str  # one line for the log and the decision record
+
+
+def start(now: float) -> ProgressState:
+    """A fresh tracker for an attempt first seen running at `now`."""
+    return ProgressState(started_s=now, last_output_s=now)
+
+
+def advance(state: ProgressState, event: ProgressEvent, now: float) -> ProgressState:
+    """Return the state after `event` observed at `now`."""
+    # One state update per line at most: this runs for every line the monitor (or a replay) reads.
+    if isinstance(event, Iteration):
+        return _on_iteration(state, event.iteration, now, sample=not event.after_gap)
+    if isinstance(event, Output) and now <= state.last_output_s:
+        return state
+    seen = replace(state, last_output_s=max(state.last_output_s, now))
+    match event:
+        case CheckpointStart():
+            since = now if state.checkpoint_since_s is None else state.checkpoint_since_s
+            # The interval running now contains the save's start: not a normal one.
+            return replace(seen, checkpoint_since_s=since, clean_interval=False)
+        case CheckpointDone():
+            return _on_checkpoint_done(seen, now)
+        case _:
+            return seen
+
+
+def _on_iteration(state: ProgressState, iteration: int, now: float, *, sample: bool = True) -> ProgressState:
+    last_output_s = max(state.last_output_s, now)
+    # A repeated or lower counter (a line printed twice, an evaluation line) is not progress.
+    if state.iteration is not None and iteration <= state.iteration:
+        return state if last_output_s == state.last_output_s else replace(state, last_output_s=last_output_s)
+    intervals = state.intervals_s
+    if state.progress_s is not None and state.clean_interval and sample:
+        intervals = (*intervals, now - state.progress_s)[-STEP_SAMPLES:]
+    # Built directly, not with dataclasses.replace: this runs for every iteration line read
+    # (a replay reads a 50 MB log's 150,000 of them), and replace() costs several times more.
+    return ProgressState(
+        state.started_s,
+        last_output_s,
+        iteration,
+        now,  # progress_s
+        intervals,
+        # An interval that overlaps a running save is not a normal step interval.
+        state.checkpoint_since_s is None,  # clean_interval
+        state.checkpoint_since_s,
+    )
+
+
+def advance_iterations(state: ProgressState, iterations: Iterable[tuple[int, float, bool]]) -> ProgressState:
+    """`advance` by `Iteration(iteration, after_gap)` at `now` for each (iteration, now, after_gap), in order.
+
+    The same state as one `advance` per line (tests/unit/test_progress.py compares them), built
+    once: a replay hands over the ~17 kept lines of every run of iteration lines together.
+    """
+    last_output_s, iteration, progress_s = state.last_output_s, state.iteration, state.progress_s
+    samples, clean, saving = list(state.intervals_s), state.clean_interval, state.checkpoint_since_s
+    for counter, now, after_gap in iterations:
+        last_output_s = max(last_output_s, now)
+        if iteration is not None and counter <= iteration:
+            continue  # a repeated or lower counter is not progress (_on_iteration)
+        if progress_s is not None and clean and not after_gap:
+            samples.append(now - progress_s)
+        iteration, progress_s, clean = counter, now, saving is None
+    intervals = (
+        tuple(samples[-STEP_SAMPLES:]) if len(samples) != len(state.intervals_s) else state.intervals_s
+    )
+    return ProgressState(state.started_s, last_output_s, iteration, progress_s, intervals, clean, saving)
+
+
+def _on_checkpoint_done(state: ProgressState, now: float) -> ProgressState:
+    # A finished save is useful work: the progress clock restarts, but the interval from
+    # here to the next advance is partial and must not be sampled.
+    progress_s = now if state.iteration is not None else state.progress_s
+    return replace(state, checkpoint_since_s=None, progress_s=progress_s, clean_interval=False)
+
+
+def progress_limit_s(state: ProgressState, config: HangConfig) -> float:
+    """How long the counter may stand still outside a save: max(k x interval, floor)."""
+    step = state.step_interval_s
+    if step is None:
+        return config.progress_floor_s
+    return max(config.progress_factor * step, config.progress_floor_s)
+
+
+def check_hang(state: ProgressState, now: float, config: HangConfig) -> HangVerdict | None:
+    """Return a verdict when the attempt looks hung at `now`, else None.
+
+    Before the first iteration only the startup clock counts. After it, a missing
+    output is reported before a missing advance, since it is the more specific fact.
+    """
+    if state.iteration is None or state.progress_s is None:
+        return _startup_verdict(state, now, config)
+    return _output_verdict(state, now, config) or _progress_verdict(state, state.progress_s, now, config)
+
+
+def next_deadline_s(state: ProgressState, config: HangConfig) -> float:
+    """The earliest time at which `check_hang` could give a verdict, if nothing more is read.
+
+    Reading more only moves it later (new output or progress restarts a clock; a save's grace
+    only lengthens a limit), so nothing can be judged hung before it: a replay reads every line
+    up to it in one pass.
+    """
+    if state.iteration is None or state.progress_s is None:
+        return state.started_s + config.startup_timeout_s
+    output_limit, progress_since, progress_limit = (
+        config.no_output_timeout_s,
+        state.progress_s,
+        progress_limit_s(state, config),
+    )
+    if state.checkpoint_since_s is not None:
+        output_limit = max(output_limit, config.checkpoint_grace_s)
+        progress_since = max(progress_since, state.checkpoint_since_s)
+        progress_limit = max(progress_limit, config.checkpoint_grace_s)
+    return min(state.last_output_s + output_limit, progress_since + progress_limit)
+
+
+def _startup_verdict(state: ProgressState, now: float, config: HangConfig) -> HangVerdict | None:
+    waited = now - state.started_s
+    if waited <= config.startup_timeout_s:
+        return None
+    detail = f"no first iteration {waited:.0f}s after start (startup limit {config.startup_timeout_s:.0f}s)"
+    return HangVerdict(HangKind.STARTUP, waited, config.startup_timeout_s, None, detail)
+
+
+def _output_verdict(state: ProgressState, now: float, config: HangConfig) -> HangVerdict | None:
+    limit = config.no_output_timeout_s
+    if state.checkpoint_since_s is not None:
+        limit = max(limit, config.checkpoint_grace_s)
+    waited = now - state.last_output_s
+    if waited <= limit:
+        return None
+    detail = f"no new output for {waited:.0f}s (limit {limit:.0f}s){_saving_note(state)}"
+    return HangVerdict(HangKind.NO_OUTPUT, waited, limit, state.iteration, detail)
+
+
+def _progress_verdict(
+    state: ProgressState, progress_s: float, now: float, config: HangConfig
+) -> HangVerdict | None:
+    since, limit = progress_s, progress_limit_s(state, config)
+    if state.checkpoint_since_s is not None:
+        since = max(since, state.checkpoint_since_s)
+        limit = max(limit, config.checkpoint_grace_s)
+    waited = now - since
+    if waited <= limit:
+        return None
+    detail = f"no progress past iteration {state.iteration} for {waited:.0f}s ({_limit_basis(state, limit, config)})"
+    return HangVerdict(HangKind.NO_PROGRESS, waited, limit, state.iteration, detail)
+
+
+def _limit_basis(state: ProgressState, limit: float, config: HangConfig) -> str:
+    if state.checkpoint_since_s is not None:
+        return f"limit {limit:.0f}s; checkpoint save in progress, grace {config.checkpoint_grace_s:.0f}s"
+    step = state.step_interval_s
+    basis = f"{config.progress_factor:g} x {step:.1f}s step interval" if step else "no interval yet"
+    return f"limit {limit:.0f}s = max({basis}, floor {config.progress_floor_s:.0f}s)"
+
+
+def _saving_note(state: ProgressState) -> str:
+    return "; checkpoint save in progress" if state.checkpoint_since_s is not None else ""
