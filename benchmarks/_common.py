@@ -217,7 +217,7 @@ class MonitorRun:
 
     def cancel_leftovers(self) -> None:
         """Cancel every attempt of this session that has not ended (ours only)."""
-        from oellm_autoexp.adapters.submission import make_executor
+        from oellm_autoexp.adapters.executors.factory import make_executor
 
         for attempt in self.attempts():
             if attempt.executor_job_id and attempt.ended_at is None:
@@ -230,7 +230,7 @@ class MonitorRun:
 
 def start_monitor_run(experiment: Path, workdir: Path) -> MonitorRun:
     """Plan the experiment, create the session and submit first attempts, start the Monitor."""
-    from oellm_autoexp.adapters.store import SQLiteStore
+    from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
     from oellm_autoexp.config.experiment import load_jobs
     from oellm_autoexp.core.plan.plan import build_plans
     from oellm_autoexp.daemon.session import start_session

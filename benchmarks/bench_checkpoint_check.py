@@ -6,7 +6,7 @@ real torch.distributed.checkpoint Metadata, pickled as torch does, listing 4 ite
 shard file) and 2,000 `__R_0.distcp` shard files made with truncate (sparse: 225 MB each as
 far as stat knows, ~0 bytes on disk). The newest checkpoint is then cut (one shard short).
 
-OURS: `check_run` (adapters/checkpoint_files.py): listing, stat of every file, the inert
+OURS: `check_run` (adapters/checkpoints/checkpoint_files.py): listing, stat of every file, the inert
 unpickle of `.metadata`, the zip end record of common.pt, the pure verdicts; on the complete
 tree (one checkpoint read) and on the cut tree (both read: the newest, then the fallback).
 
@@ -36,7 +36,7 @@ from torch.distributed.checkpoint.metadata import (
     TensorStorageMetadata,
 )
 
-from oellm_autoexp.adapters.checkpoint_files import check_run
+from oellm_autoexp.adapters.checkpoints.checkpoint_files import check_run
 
 SHARD_BYTES = 225 * 10**6  # 2,000 x 225 MB = 450 GB
 ITEMS_PER_SHARD = 4

@@ -256,7 +256,7 @@ def measure(name: str, text: str, patterns: Any, rounds: int, out: Report) -> di
 
 def main() -> None:
     args = parse_args(__doc__)
-    from oellm_autoexp.adapters.pattern_files import load_patterns
+    from oellm_autoexp.adapters.logs.pattern_files import load_patterns
     from oellm_autoexp.core.classify import matcher
 
     if matcher.ahocorasick_rs is None:

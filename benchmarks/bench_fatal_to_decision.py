@@ -87,7 +87,7 @@ def main() -> None:
             work, name="bench1", executor="local", job_args=["nccl-timeout", str(BASE_S), str(STAGGER_S)],
             trials=trials, monitoring={"log_watch": "inotify", "fatal_settle_s": SETTLE_S},
         )  # fmt: skip
-        from oellm_autoexp.adapters.pattern_files import load_patterns
+        from oellm_autoexp.adapters.logs.pattern_files import load_patterns
 
         nccl = next(p for p in load_patterns().patterns if p.name == "nccl_watchdog_timeout")
         logs = str(work / "out" / "*" / "logs" / "*.out")

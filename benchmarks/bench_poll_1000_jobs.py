@@ -51,7 +51,7 @@ from _common import (
     workdir,
 )
 
-import oellm_autoexp.adapters.slurm_executor as slurm_executor
+import oellm_autoexp.adapters.executors.slurm as slurm_executor
 
 LINE_EVERY_S = 5.0
 FATAL_EVERY = 50  # one job in 50 prints a fatal line during the window
@@ -152,7 +152,7 @@ def write_experiment(work: Path, n: int, window_s: float, seed: int) -> Path:
 
 def start_polled_run(experiment: Path, work: Path) -> PolledRun:
     """start_monitor_run (benchmarks/_common.py), with the polled Monitor."""
-    from oellm_autoexp.adapters.store import SQLiteStore
+    from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
     from oellm_autoexp.config.experiment import load_jobs
     from oellm_autoexp.core.plan.plan import build_plans
     from oellm_autoexp.daemon.session import start_session

@@ -83,7 +83,7 @@ def _spread(values: list[float]) -> dict[str, float]:
 
 def main() -> None:
     args = parse_args(__doc__)
-    from oellm_autoexp.adapters.pattern_files import load_patterns
+    from oellm_autoexp.adapters.logs.pattern_files import load_patterns
     from oellm_autoexp.cli.classify import classify_file
     from oellm_autoexp.core.classify import matcher
     from oellm_autoexp.core.replay import recorded_log as log_lines

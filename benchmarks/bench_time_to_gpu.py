@@ -27,7 +27,7 @@ from typing import Any
 
 from _common import Report, parse_args, require_slurm, save_result, scancel, summary, verdict, workdir
 
-from oellm_autoexp.adapters.slurm_executor import SlurmExecutor
+from oellm_autoexp.adapters.executors.slurm import SlurmExecutor
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.plan.fanout_pick import pick
 

@@ -35,7 +35,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._common import Report, parse_args, require_slurm, save_result, scancel, workdir
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 
 FLAKY_COMMANDS = ("squeue", "sacct")
 SLURM_TIMEOUT_S = 2  # the executor's timeout: a hanging call costs this much

@@ -17,7 +17,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from oellm_autoexp.adapters.pattern_files import DEFAULT_PATTERNS, load_patterns  # noqa: E402
+from oellm_autoexp.adapters.logs.pattern_files import DEFAULT_PATTERNS, load_patterns  # noqa: E402
 from oellm_autoexp.core.classify.score import (  # noqa: E402
     Excerpt,
     excerpts_from_records,

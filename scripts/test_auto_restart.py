@@ -47,7 +47,7 @@ from typing import TypeVar
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run from a checkout without installing
 
-from oellm_autoexp.adapters.store import (  # noqa: E402
+from oellm_autoexp.adapters.store.sqlite_store import (  # noqa: E402
     AttemptInfo,
     DecisionInfo,
     JobInfo,

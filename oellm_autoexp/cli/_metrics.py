@@ -7,7 +7,7 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.errors import UserError
 
 if TYPE_CHECKING:

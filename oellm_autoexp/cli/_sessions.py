@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from oellm_autoexp.adapters.store import JobInfo, SessionInfo, SessionStatus, SQLiteStore
-from oellm_autoexp.adapters.submission import DEFAULT_STATE_DIR, state_dir
+from oellm_autoexp.adapters.executors.factory import DEFAULT_STATE_DIR, state_dir
+from oellm_autoexp.adapters.store.sqlite_store import JobInfo, SessionInfo, SessionStatus, SQLiteStore
 from oellm_autoexp.daemon.session_lock import refuse_if_monitored_elsewhere
 from oellm_autoexp.errors import UserError
 

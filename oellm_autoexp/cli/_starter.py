@@ -1,7 +1,7 @@
 """The files `autoexp init` writes: a starter experiment and a config/ skeleton.
 
 Kept as text (not package data) so that the comments, which are the point, stay next to
-the command that writes them. tests/unit/test_init_cmd.py plans and composes every one.
+the command that writes them. tests/unit/cli/test_init_cmd.py plans and composes every one.
 """
 
 from __future__ import annotations

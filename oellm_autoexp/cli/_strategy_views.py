@@ -12,9 +12,9 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from oellm_autoexp.adapters.slurm_executor import SlurmExecutor
-from oellm_autoexp.adapters.store import SQLiteStore
-from oellm_autoexp.adapters.store_candidates import candidates_for_attempt
+from oellm_autoexp.adapters.executors.slurm import SlurmExecutor
+from oellm_autoexp.adapters.store.candidates import candidates_for_attempt
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.core.plan.plan import JobPlan
 from oellm_autoexp.core.plan.segments import elapsed_s
 from oellm_autoexp.core.plan.strategies import format_wait, gpu_type_warning

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo, SignalInfo
+from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, DecisionInfo, JobInfo, SignalInfo
 from oellm_autoexp.core.decide.exclusions import Exclusion, describe
 from oellm_autoexp.core.watch.evidence import Evidence
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from oellm_autoexp.adapters.executor import ExecutorError
-from oellm_autoexp.adapters.store import JobStatus
+from oellm_autoexp.adapters.executors.base import ExecutorError
+from oellm_autoexp.adapters.store.sqlite_store import JobStatus
 from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_store
 from oellm_autoexp.daemon.session import job_runtime
 

@@ -2,7 +2,7 @@
 
 DIR is a run's checkpoint directory (Megatron's `--save`, holding the tracker and the
 `iter_*` checkpoints) or one `iter_*` checkpoint. Only metadata is read (see
-adapters/checkpoint_files.py). Exit codes: 0 complete (or no checkpoint yet), 1 incomplete,
+adapters/checkpoints/checkpoint_files.py). Exit codes: 0 complete (or no checkpoint yet), 1 incomplete,
 2 unverifiable (and 2 for bad arguments, as every command).
 """
 
@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.adapters.checkpoint_files import (
+from oellm_autoexp.adapters.checkpoints.checkpoint_files import (
     apply_rollback,
     check_checkpoint,
     check_run,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.adapters.pattern_files import DEFAULT_PATTERNS, load_patterns, monitoring_dirs
+from oellm_autoexp.adapters.logs.pattern_files import DEFAULT_PATTERNS, load_patterns, monitoring_dirs
 from oellm_autoexp.core.classify.classifier import Classifier, evidence, log_cause
 from oellm_autoexp.core.classify.signals import PatternSet, Signal
 from oellm_autoexp.errors import UserError

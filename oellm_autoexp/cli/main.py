@@ -15,8 +15,8 @@ import sys
 from collections.abc import Sequence
 
 from oellm_autoexp import __version__
-from oellm_autoexp.adapters.store_buffer import is_disk_full
-from oellm_autoexp.adapters.submission import state_dir
+from oellm_autoexp.adapters.executors.factory import state_dir
+from oellm_autoexp.adapters.store.buffer import is_disk_full
 from oellm_autoexp.errors import UserError
 
 _NOT_COMMANDS = {"main"}

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.cli._metrics import add_metrics_args, check_metrics_args, metrics_argv, metrics_observer
 from oellm_autoexp.cli._sessions import active_sessions, find_session, open_store, resume_command
 from oellm_autoexp.daemon.monitor import Monitor

@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from oellm_autoexp.adapters.slurm_executor import SlurmExecutor
-from oellm_autoexp.adapters.submission import slurm_timeout_s
+from oellm_autoexp.adapters.executors.factory import slurm_timeout_s
+from oellm_autoexp.adapters.executors.slurm import SlurmExecutor
 from oellm_autoexp.cli._common import add_config_args, load_plans
 from oellm_autoexp.cli._strategy_views import PLAN_COLUMNS, plan_strategy_rows
 from oellm_autoexp.cli._views import render_table

@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from oellm_autoexp.adapters.atomic_file import write_text_atomic
+from oellm_autoexp.adapters.fs.atomic_file import write_text_atomic
 from oellm_autoexp.cli._sessions import find_session, latest_session, open_store
 from oellm_autoexp.core.report.report import build_report
 from oellm_autoexp.core.report.report_html import format_duration, render_report_html

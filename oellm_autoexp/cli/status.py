@@ -6,7 +6,7 @@ import argparse
 import json
 from datetime import UTC, datetime
 
-from oellm_autoexp.adapters.store import SessionInfo, SessionStatus, SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SessionInfo, SessionStatus, SQLiteStore
 from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_store, resume_command
 from oellm_autoexp.cli._strategy_views import ATTEMPT_COLUMNS, attempt_strategy_rows, elapsed_lines
 from oellm_autoexp.cli._views import exclusion_lines, explain_lines, job_row, render_table

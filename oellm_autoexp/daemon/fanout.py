@@ -3,7 +3,7 @@
 The submitter records the attempt's intent (tag T) as always, then hands it here (`launch`):
 every strategy variant is estimated with `sbatch --test-only` (core/plan/strategies.py ranks them),
 and the best K are submitted, each with its own intent recorded first and its own tag
-(`T-c1`, `T-c2`...; adapters/store_candidates.py). Each poll the monitor adds the open
+(`T-c1`, `T-c2`...; adapters/store/candidates.py). Each poll the monitor adds the open
 candidates to its one squeue call and calls `settle`: the first candidate to run becomes the
 attempt's job (the attempt is confirmed with its id) and every other one is cancelled in that
 poll with ONE scancel (core/plan/fanout_pick.py: never two running for one attempt). A decision row
@@ -21,17 +21,17 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 
-from oellm_autoexp.adapters.executor import Executor, ExecutorError
-from oellm_autoexp.adapters.slurm_executor import SlurmExecutor
-from oellm_autoexp.adapters.store import AttemptInfo, Intent, SQLiteStore
-from oellm_autoexp.adapters.store_candidates import (
+from oellm_autoexp.adapters.executors.base import Executor, ExecutorError
+from oellm_autoexp.adapters.executors.factory import submit_plan, write_script
+from oellm_autoexp.adapters.executors.slurm import SlurmExecutor
+from oellm_autoexp.adapters.store.candidates import (
     CandidateInfo,
     candidates_for_attempt,
     close_candidate,
     confirm_candidate,
     record_candidate,
 )
-from oellm_autoexp.adapters.submission import submit_plan, write_script
+from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, Intent, SQLiteStore
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.plan.fanout_pick import pick
 from oellm_autoexp.core.plan.plan import JobPlan, log_path_for

@@ -3,7 +3,7 @@
 Numbers come from where they are decided: judgements (restarts by cause, decisions, the
 decision latency from the first fatal line), each poll (jobs by status and attempts by
 state from the store; last iteration, seconds since progress and log bytes classified from
-the attempts being watched) and every Slurm command (adapters/command_timing.py). After
+the attempts being watched) and every Slurm command (adapters/executors/command_timing.py). After
 each poll the textfile, if asked for, is rewritten atomically; the HTTP endpoint serves the
 registry whenever it is scraped. Metric names and meanings: docs/operations.md.
 
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from oellm_autoexp.adapters import command_timing
-from oellm_autoexp.adapters.command_timing import CommandRun
-from oellm_autoexp.adapters.metrics_export import MetricsEndpoint, write_textfile
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.alerts.metrics_export import MetricsEndpoint, write_textfile
+from oellm_autoexp.adapters.executors import command_timing
+from oellm_autoexp.adapters.executors.command_timing import CommandRun
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.daemon.observer import Judged, MonitorEvent, Polled
 from oellm_autoexp.daemon.watch import LiveAttempt

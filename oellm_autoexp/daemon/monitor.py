@@ -27,10 +27,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from oellm_autoexp.adapters.executor import Executor, ExecutorError
-from oellm_autoexp.adapters.log_tail import LogEvent, LogLines, LogTailer
-from oellm_autoexp.adapters.snapshot import SNAPSHOT_FILENAME, write_snapshot
-from oellm_autoexp.adapters.store import (
+from oellm_autoexp.adapters.executors.base import Executor, ExecutorError
+from oellm_autoexp.adapters.executors.factory import make_executor
+from oellm_autoexp.adapters.logs.tail import LogEvent, LogLines, LogTailer
+from oellm_autoexp.adapters.store.buffer import BufferedStore, is_disk_full
+from oellm_autoexp.adapters.store.snapshot import SNAPSHOT_FILENAME, write_snapshot
+from oellm_autoexp.adapters.store.sqlite_store import (
     AttemptInfo,
     Intent,
     JobInfo,
@@ -40,8 +42,6 @@ from oellm_autoexp.adapters.store import (
     SessionStatus,
     SQLiteStore,
 )
-from oellm_autoexp.adapters.store_buffer import BufferedStore, is_disk_full
-from oellm_autoexp.adapters.submission import make_executor
 from oellm_autoexp.core.decide.judge import Judgement, judge, stopped_status
 from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory
 from oellm_autoexp.core.jobs.job_record import JobRecord

@@ -1,4 +1,4 @@
-"""The notifier: monitor events -> alerts (core/report/alerts.py) -> webhook delivery (adapters/webhook.py).
+"""The notifier: monitor events -> alerts (core/report/alerts.py) -> webhook delivery (adapters/alerts/webhook.py).
 
 An observer of the monitor (daemon/observer.py). On the monitor's thread it only builds
 the message and queues it; the delivery thread does the HTTP, and is started on the first
@@ -21,8 +21,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from oellm_autoexp.adapters.store import SQLiteStore
-from oellm_autoexp.adapters.webhook import RECORD_FILENAME, Message, WebhookDelivery
+from oellm_autoexp.adapters.alerts.webhook import RECORD_FILENAME, Message, WebhookDelivery
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.core.report.alerts import (
     Alert,
     JobRef,

@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
-from oellm_autoexp.adapters.store import SessionInfo, SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SessionInfo, SQLiteStore
 from oellm_autoexp.core.decide.judge import Judgement
 from oellm_autoexp.daemon.watch import LiveAttempt
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.adapters.pattern_files import monitoring_dirs, pattern_set_from_mapping
-from oellm_autoexp.adapters.store import (
+from oellm_autoexp.adapters.logs.pattern_files import monitoring_dirs, pattern_set_from_mapping
+from oellm_autoexp.adapters.store.sqlite_store import (
     DB_FILENAME,
     AttemptInfo,
     DecisionInfo,

@@ -15,8 +15,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from oellm_autoexp.adapters.pattern_files import monitoring_dirs, pattern_set_from_mapping
-from oellm_autoexp.adapters.store import (
+from oellm_autoexp.adapters.logs.pattern_files import monitoring_dirs, pattern_set_from_mapping
+from oellm_autoexp.adapters.store.sqlite_store import (
     AttemptInfo,
     DecisionInfo,
     JobInfo,

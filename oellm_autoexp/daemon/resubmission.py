@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from oellm_autoexp.adapters.checkpoint_files import apply_rollback, check_run
-from oellm_autoexp.adapters.executor import Executor, ExecutorError
-from oellm_autoexp.adapters.store import AttemptInfo, JobStatus, SQLiteStore
+from oellm_autoexp.adapters.checkpoints.checkpoint_files import apply_rollback, check_run
+from oellm_autoexp.adapters.executors.base import Executor, ExecutorError
+from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, JobStatus, SQLiteStore
 from oellm_autoexp.backends.build import checkpoint_dir
 from oellm_autoexp.core.checkpoint.rollback import rollback_line
 from oellm_autoexp.core.decide.exclusions import Exclusion, active_nodes, exclude_list, exclusions_from_blame

@@ -11,10 +11,10 @@ from typing import Any
 
 import yaml
 
-from oellm_autoexp.adapters.executor import Executor
-from oellm_autoexp.adapters.pattern_files import monitoring_dirs, pattern_set_from_mapping
-from oellm_autoexp.adapters.store import JobInfo, JobStatus, SessionInfo, SQLiteStore
-from oellm_autoexp.adapters.submission import make_executor
+from oellm_autoexp.adapters.executors.base import Executor
+from oellm_autoexp.adapters.executors.factory import make_executor
+from oellm_autoexp.adapters.logs.pattern_files import monitoring_dirs, pattern_set_from_mapping
+from oellm_autoexp.adapters.store.sqlite_store import JobInfo, JobStatus, SessionInfo, SQLiteStore
 from oellm_autoexp.backends.build import restarts_in_place
 from oellm_autoexp.config.loader import shipped_config_dir
 from oellm_autoexp.config.models import RootConfig

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from oellm_autoexp.adapters.store import SessionInfo, SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SessionInfo, SQLiteStore
 from oellm_autoexp.errors import UserError
 
 STALE_AFTER_S = 120.0  # MonitorSettings.lock_stale_after_s's default

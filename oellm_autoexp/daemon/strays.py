@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 
-from oellm_autoexp.adapters.executor import Executor, ExecutorError
-from oellm_autoexp.adapters.store import AttemptInfo, SQLiteStore
-from oellm_autoexp.adapters.store_strays import record_stray_cancel
+from oellm_autoexp.adapters.executors.base import Executor, ExecutorError
+from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, SQLiteStore
+from oellm_autoexp.adapters.store.strays import record_stray_cancel
 from oellm_autoexp.core.jobs.strays import KnownAttempt, Stray, TaggedJob, find_strays
 
 

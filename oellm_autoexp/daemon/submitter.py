@@ -22,10 +22,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 
-from oellm_autoexp.adapters.executor import ExecutorError, ExecutorTimeout
-from oellm_autoexp.adapters.store import AttemptInfo, Intent, SQLiteStore
-from oellm_autoexp.adapters.store_buffer import is_disk_full
-from oellm_autoexp.adapters.submission import submit_plan
+from oellm_autoexp.adapters.executors.base import ExecutorError, ExecutorTimeout
+from oellm_autoexp.adapters.executors.factory import submit_plan
+from oellm_autoexp.adapters.store.buffer import is_disk_full
+from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, Intent, SQLiteStore
 from oellm_autoexp.core.decide.judge import attempt_overrides, previous_cause
 from oellm_autoexp.core.jobs.job_status import JobStatus
 from oellm_autoexp.core.plan.attempt_plan import attempt_plan

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from oellm_autoexp.adapters.executor import Executor
-from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo
+from oellm_autoexp.adapters.executors.base import Executor
+from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, DecisionInfo, JobInfo
 from oellm_autoexp.core.decide.judge import PastDecision, history_from
 from oellm_autoexp.core.decide.policy import RestartHistory, RestartPolicy
 from oellm_autoexp.core.jobs.job_state import JobState

@@ -144,7 +144,7 @@ def run_faults(
 
 
 def scenario_row(scenario: Path) -> dict[str, Any]:
-    from oellm_autoexp.adapters.store import SQLiteStore  # the package under test, from the repo
+    from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore  # the package under test, from the repo
 
     with SQLiteStore(scenario / "state") as store:
         (job,) = store.jobs_for_session(1)

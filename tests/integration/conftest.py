@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from oellm_autoexp.adapters.executor import Executor
-from oellm_autoexp.adapters.submission import make_executor, submit_plan
+from oellm_autoexp.adapters.executors.base import Executor
+from oellm_autoexp.adapters.executors.factory import make_executor, submit_plan
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import is_terminal

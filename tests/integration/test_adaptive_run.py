@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 
 DEADLINE_S = 90.0
 # Allocates MBS x 256 MiB under a 1 GiB address-space cap: MBS 16 and 8 raise a real

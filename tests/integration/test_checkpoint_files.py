@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.adapters.checkpoint_files import check_checkpoint, check_run, read_listing
-from oellm_autoexp.adapters.dcp_metadata import read_dcp_metadata
+from oellm_autoexp.adapters.checkpoints.checkpoint_files import check_checkpoint, check_run, read_listing
+from oellm_autoexp.adapters.checkpoints.dcp_metadata import read_dcp_metadata
 from oellm_autoexp.cli.main import main
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "checkpoints"

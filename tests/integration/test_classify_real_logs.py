@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.adapters.pattern_files import load_patterns
+from oellm_autoexp.adapters.logs.pattern_files import load_patterns
 from oellm_autoexp.core.classify.classifier import SILENT_DEATH_PATTERN, classify_lines, log_cause
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 

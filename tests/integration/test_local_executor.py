@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.adapters.executor import ExecutorError
-from oellm_autoexp.adapters.local_executor import LocalExecutor
+from oellm_autoexp.adapters.executors.base import ExecutorError
+from oellm_autoexp.adapters.executors.local import LocalExecutor
 from oellm_autoexp.core.jobs.job_state import JobState, is_terminal
 
 DEADLINE_S = 30.0

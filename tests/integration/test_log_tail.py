@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.adapters.log_tail import (
+from oellm_autoexp.adapters.logs.tail import (
     FileTail,
     LogDeleted,
     LogEvent,
@@ -26,7 +26,7 @@ from oellm_autoexp.adapters.log_tail import (
     MemoryOffsetStore,
     OffsetStore,
 )
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.core.host.fs_kind import WatchMode
 
 DEADLINE_S = 15.0  # generous: a loaded CI machine, a 10 MB line

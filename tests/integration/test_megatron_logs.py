@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.adapters.pattern_files import load_patterns
+from oellm_autoexp.adapters.logs.pattern_files import load_patterns
 from oellm_autoexp.core.classify.classifier import classify_lines, log_cause, root_cause
 from oellm_autoexp.core.classify.signals import Signal
 

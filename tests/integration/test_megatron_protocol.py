@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from oellm_autoexp.adapters.pattern_files import load_patterns
+from oellm_autoexp.adapters.logs.pattern_files import load_patterns
 from oellm_autoexp.core.decide.judge import Judgement, PastDecision, history_from, judge
 from oellm_autoexp.core.decide.policy import DecisionAction, load_policy
 from oellm_autoexp.core.jobs.job_record import JobRecord

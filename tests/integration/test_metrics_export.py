@@ -1,4 +1,4 @@
-"""Metrics plumbing (daemon/metrics.py, adapters/metrics_export.py, cli/_metrics.py): Slurm command timing
+"""Metrics plumbing (daemon/metrics.py, adapters/alerts/metrics_export.py, cli/_metrics.py): Slurm command timing
 through the real endpoint, and the flags' answers to bad input and to a missing prometheus-client."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from oellm_autoexp.adapters.executor import ExecutorError
-from oellm_autoexp.adapters.slurm_executor import run_slurm_command
+from oellm_autoexp.adapters.executors.base import ExecutorError
+from oellm_autoexp.adapters.executors.slurm import run_slurm_command
 from oellm_autoexp.daemon.metrics import MonitorMetrics
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState

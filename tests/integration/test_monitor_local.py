@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from oellm_autoexp.adapters.store import JobStatus, SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import JobStatus, SQLiteStore
 from oellm_autoexp.core.jobs.job_state import JobState
 
 

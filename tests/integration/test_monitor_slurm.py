@@ -27,9 +27,9 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from oellm_autoexp.adapters.slurm_executor import SlurmExecutor
-from oellm_autoexp.adapters.store import AttemptInfo, DecisionInfo, JobInfo, SQLiteStore
-from oellm_autoexp.adapters.submission import submit_plan
+from oellm_autoexp.adapters.executors.factory import submit_plan
+from oellm_autoexp.adapters.executors.slurm import SlurmExecutor
+from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, DecisionInfo, JobInfo, SQLiteStore
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.plan.plan import build_plans

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.watch.evidence import Evidence
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.adapters.slurm_executor import CONTROLLER_LAG_S, run_slurm_command
+from oellm_autoexp.adapters.executors.slurm import CONTROLLER_LAG_S, run_slurm_command
 from tests.integration.test_monitor_slurm import (
     COMPLETED,
     AutoexpEnv,
@@ -120,7 +120,7 @@ def test_slurm_command_dies_with_its_parent(tmp_path: Path) -> None:
     command = ["bash", "-c", f"echo $$ > {str(pid_file)!r}; exec sleep 60"]
     parent = subprocess.Popen(
         [sys.executable, "-c",
-         f"from oellm_autoexp.adapters.slurm_executor import run_slurm_command as r; r({command!r}, 120)"],
+         f"from oellm_autoexp.adapters.executors.slurm import run_slurm_command as r; r({command!r}, 120)"],
         env={**os.environ, "PYTHONPATH": os.getcwd()},
     )  # fmt: skip
     try:

@@ -179,7 +179,7 @@ def test_bad_input_is_one_clear_message(
     make: str | None, args: list[str], message: str,
 ) -> None:  # fmt: skip
     """Bad input exits 2 with one `autoexp: error:` line naming the file or value, and no traceback."""
-    from oellm_autoexp.adapters.store import SQLiteStore
+    from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 
     monkeypatch.chdir(tmp_path)
     if make == "binary":
@@ -203,7 +203,7 @@ def test_bytes_read_again_after_a_monitor_restart_are_replayed_once(tmp_path: Pa
     """A row re-read by a resumed monitor (its offset was not saved) is delivered once, at its first time."""
     from datetime import UTC, datetime
 
-    from oellm_autoexp.adapters.store import LogReadInfo
+    from oellm_autoexp.adapters.store.sqlite_store import LogReadInfo
     from oellm_autoexp.daemon.replay_runs import batches_from_record
 
     log = tmp_path / "x.log"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from tests.conftest import unavailable
 
 pytestmark = [pytest.mark.slurm, pytest.mark.browser]

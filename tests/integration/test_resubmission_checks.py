@@ -6,8 +6,8 @@ import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from oellm_autoexp.adapters.local_executor import LocalExecutor
-from oellm_autoexp.adapters.store import AttemptInfo
+from oellm_autoexp.adapters.executors.local import LocalExecutor
+from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.daemon.resubmission import check_before_resubmit, measure_spend
 

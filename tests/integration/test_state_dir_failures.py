@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from tests.integration.conftest import require_unshare
 
 CLI = [sys.executable, "-m", "oellm_autoexp"]
@@ -75,7 +75,7 @@ READ_ONLY_SCRIPT = """
 set -e
 mount -t tmpfs -o size=8m tmpfs "$1"
 "$2" -c 'import sys, socket; from pathlib import Path; from datetime import UTC, datetime
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 with SQLiteStore(Path(sys.argv[1])) as s: s.create_session("ro", config_path="e.yaml", config={}, now=datetime.now(UTC))' "$1"
 mount -o remount,ro "$1"
 for cmd in status sessions cancel; do

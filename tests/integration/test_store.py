@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.adapters.snapshot import SNAPSHOT_FILENAME, write_snapshot
-from oellm_autoexp.adapters.store import (
+from oellm_autoexp.adapters.store.snapshot import SNAPSHOT_FILENAME, write_snapshot
+from oellm_autoexp.adapters.store.sqlite_store import (
     DuplicateAttempt,
     Intent,
     JobStatus,
@@ -296,7 +296,7 @@ WRITER = textwrap.dedent(
     import sys
     from datetime import UTC, datetime
     from pathlib import Path
-    from oellm_autoexp.adapters.store import SQLiteStore
+    from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
     now = datetime.now(UTC)
     with SQLiteStore(Path(sys.argv[1])) as store:
         for i in range(int(sys.argv[3])):
@@ -327,7 +327,7 @@ RACER = textwrap.dedent(
     import sys, time
     from datetime import UTC, datetime
     from pathlib import Path
-    from oellm_autoexp.adapters.store import SQLiteStore
+    from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
     with SQLiteStore(Path(sys.argv[1])) as store:
         start = float(sys.argv[3])
         while time.time() < start:

@@ -8,14 +8,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 
 FULL_DISK_RUN = """
 import json, subprocess, sys
 from datetime import UTC, datetime
 from pathlib import Path
-from oellm_autoexp.adapters.store import SQLiteStore
-from oellm_autoexp.adapters.store_buffer import BufferedStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
+from oellm_autoexp.adapters.store.buffer import BufferedStore
 state, out = Path(sys.argv[1]), Path(sys.argv[2])
 said, clock, now = [], [0.0], datetime.now(UTC)
 store = SQLiteStore(state)
@@ -56,7 +56,7 @@ SUBMIT_ON_FULL_DISK = """
 import json, subprocess, sys, time, yaml
 from datetime import UTC, datetime
 from pathlib import Path
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.core.plan.plan import build_plans
 from oellm_autoexp.daemon.session import create_session, job_runtime

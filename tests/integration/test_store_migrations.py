@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, inspect
 
-from oellm_autoexp.adapters.store import SQLiteStore, StoreError
-from oellm_autoexp.adapters.store_schema import SCHEMA_VERSION
+from oellm_autoexp.adapters.store.schema import SCHEMA_VERSION
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore, StoreError
 
 # The schema as version 1 shipped it: no attempts.last_iteration, no log_offsets.
 V1_DDL = """

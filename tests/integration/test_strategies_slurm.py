@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from oellm_autoexp.adapters.slurm_executor import SlurmExecutor
-from oellm_autoexp.adapters.store import SQLiteStore
-from oellm_autoexp.adapters.store_candidates import candidates_for_attempt
+from oellm_autoexp.adapters.executors.slurm import SlurmExecutor
+from oellm_autoexp.adapters.store.candidates import candidates_for_attempt
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.plan.fanout_pick import pick
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.adapters.store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.strays import TaggedJob
 from oellm_autoexp.daemon.strays import StrayNet

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from oellm_autoexp.adapters.slurm_executor import SlurmExecutor
-from oellm_autoexp.adapters.store import SQLiteStore
-from oellm_autoexp.adapters.store_strays import STRAY_ACTION
-from oellm_autoexp.adapters.submission import submit_plan
+from oellm_autoexp.adapters.executors.factory import submit_plan
+from oellm_autoexp.adapters.executors.slurm import SlurmExecutor
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
+from oellm_autoexp.adapters.store.strays import STRAY_ACTION
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.core.plan.plan import build_plans
 from oellm_autoexp.daemon.clock import utc

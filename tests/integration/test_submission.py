@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.adapters.executor import ExecutorError
-from oellm_autoexp.adapters.slurm_executor import SlurmExecutor, run_slurm_command
+from oellm_autoexp.adapters.executors.base import ExecutorError
+from oellm_autoexp.adapters.executors.slurm import SlurmExecutor, run_slurm_command
 from oellm_autoexp.core.jobs.job_state import JobState
 
 DDP_SCRIPT = Path(__file__).parent / "ddp_script.py"

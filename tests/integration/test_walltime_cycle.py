@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.adapters.store import AttemptInfo, JobStatus, SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, JobStatus, SQLiteStore
 from tests.conftest import REPO_ROOT, SlurmCluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.slow]

@@ -1,4 +1,4 @@
-"""Webhook delivery (adapters/webhook.py) against a real HTTP server on 127.0.0.1: up, down, slow, 500.
+"""Webhook delivery (adapters/alerts/webhook.py) against a real HTTP server on 127.0.0.1: up, down, slow, 500.
 
 Delivery never blocks the caller and never raises: failures are retried with backoff, then
 recorded (notifications.jsonl) and handed back for the monitor to print; the worker thread
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.adapters.webhook import Message, WebhookDelivery
+from oellm_autoexp.adapters.alerts.webhook import Message, WebhookDelivery
 from tests.integration.webhook_server import Receiver, serving
 
 BODY = {"text": "autoexp restart: job j attempt 1"}

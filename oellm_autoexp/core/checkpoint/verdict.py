@@ -1,7 +1,7 @@
 """Is one checkpoint complete? A verdict from file facts only. Pure: no file is opened here.
 
 The facts (names, sizes, a zip's central directory, the shard table of a `.metadata`)
-are gathered by adapters/checkpoint_files.py; nothing is loaded. Formats understood:
+are gathered by adapters/checkpoints/checkpoint_files.py; nothing is loaded. Formats understood:
 
 - torch_dist / torch_dcp (megatron-core, torch.distributed.checkpoint): `.metadata` is
   written last (as `.metadata.tmp`, then renamed) and lists, for every saved item, the

@@ -3,7 +3,7 @@
 Each excerpt is classified as `autoexp classify` classifies a file: its lines
 fed to a `Classifier`, the root cause's `error_type` is the reading, and no
 root cause reads as `healthy`. The labelled corpus lives in tests/corpus/
-(real lines quoted from public sources); tests/unit/test_classify_corpus.py and
+(real lines quoted from public sources); tests/unit/core/classify/test_classify_corpus.py and
 scripts/corpus_report.py both score it with `score_excerpts`.
 """
 

@@ -14,7 +14,7 @@ A `SignalPattern` is one regex with a meaning: the `error_type` it reveals, the
 taken down ("Sending process N closing signal SIGTERM"); it is never a cause.
 
 Patterns are validated and compiled once, here. Loading them from YAML files
-lives in `oellm_autoexp.adapters.pattern_files`.
+lives in `oellm_autoexp.adapters.logs.pattern_files`.
 """
 
 from __future__ import annotations

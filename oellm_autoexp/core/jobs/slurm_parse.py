@@ -1,6 +1,6 @@
 """squeue / sacct text -> JobRecord, and node-list expansion. Pure.
 
-The commands are run by adapters/slurm_executor.py with the formats below;
+The commands are run by adapters/executors/slurm.py with the formats below;
 these functions only read their text, so they are tested on literal output.
 """
 

@@ -2,7 +2,7 @@
 
 A JobPlan holds everything needed to (re)submit one job: the monitor renders
 nothing itself, it writes `plan.script` to `plan.script_path` and submits it
-again (adapters/submission.py), optionally with extra sbatch args such as
+again (adapters/executors/factory.py), optionally with extra sbatch args such as
 `--exclude` or `--dependency`. `job_key` is stable for a sweep point across
 re-plans, so a restarted monitor finds its jobs again.
 """

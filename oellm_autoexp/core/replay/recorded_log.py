@@ -22,7 +22,7 @@ bulk:
   checks refuse) is decoded and read by `line_time.stamp_of`, one by one.
 
 The running maximum and the fill of unstamped lines are then array operations.
-Both ways give the same times (tests/unit/test_log_lines.py compares them on
+Both ways give the same times (tests/unit/core/replay/test_recorded_log.py compares them on
 every fixture log, generated logs and near misses of each layout); without
 numpy, for a small log (importing numpy alone takes ~60 ms) or for
 `between="linear"`, the line-by-line way runs.

@@ -166,7 +166,7 @@ def _on_iteration(state: ProgressState, iteration: int, now: float, *, sample: b
 def advance_iterations(state: ProgressState, iterations: Iterable[tuple[int, float, bool]]) -> ProgressState:
     """`advance` by `Iteration(iteration, after_gap)` at `now` for each (iteration, now, after_gap), in order.
 
-    The same state as one `advance` per line (tests/unit/test_progress.py compares them), built
+    The same state as one `advance` per line (tests/unit/core/watch/test_progress.py compares them), built
     once: a replay hands over the ~17 kept lines of every run of iteration lines together.
     """
     last_output_s, iteration, progress_s = state.last_output_s, state.iteration, state.progress_s

@@ -1,0 +1,158 @@
+"""What the store returns: frozen records, never ORM objects (nothing outside the store
+holds a database session), and the converters from rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from oellm_autoexp.adapters.store.schema import AttemptRow, DecisionRow, JobRow, SessionRow, SignalRow
+from oellm_autoexp.core.jobs.job_state import JobState
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    id: int
+    name: str
+    config_path: str
+    config: dict[str, Any]
+    created_at: datetime
+    status: str  # SessionStatus value
+    monitor_pid: int | None
+    monitor_host: str | None
+    monitor_heartbeat: datetime | None
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    id: int
+    session_id: int
+    job_key: str
+    name: str
+    plan: dict[str, Any]  # empty when read without it (`jobs_for_session(with_plan=False)`)
+    status: str  # JobStatus value
+    status_reason: str
+    restart_count: int  # restarts granted so far (counted from the restart decisions)
+    restart_counts: dict[str, int]  # the same by cause (error type, else outcome kind)
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class AttemptInfo:
+    id: int
+    job_id: int
+    attempt_no: int
+    submit_tag: str
+    intent: str  # Intent value
+    executor_job_id: str | None
+    nodes: tuple[str, ...]
+    intended_at: datetime
+    submitted_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    state: JobState
+    exit_code: int | None
+    log_path: str | None
+    last_iteration: int | None
+
+
+@dataclass(frozen=True)
+class NewSignal:
+    """A classified log line to record (what core/classify/classifier.py produces, flattened)."""
+
+    pattern: str
+    error_type: str | None
+    subsystem: str
+    role: str
+    line_no: int
+    line: str
+    observed_at: datetime
+    evidence: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class SignalInfo:
+    id: int
+    attempt_id: int
+    pattern: str
+    error_type: str | None
+    subsystem: str
+    role: str
+    line_no: int
+    line: str
+    evidence: tuple[str, ...]
+    observed_at: datetime
+
+
+@dataclass(frozen=True)
+class DecisionInfo:
+    id: int
+    job_id: int
+    attempt_id: int | None
+    action: str
+    reason: str
+    budget_before: int | None
+    budget_after: int | None
+    evidence: Any
+    decided_at: datetime
+
+
+@dataclass(frozen=True)
+class LogReadInfo:
+    """A stretch of an attempt's log and when the monitor read it (store_schema.LogReadRow)."""
+
+    id: int
+    attempt_id: int
+    start_offset: int
+    end_offset: int
+    read_at: datetime
+
+
+@dataclass(frozen=True)
+class LogReadWrite:
+    """One timing-record row to save: a new one (`row_id` None) or row `row_id` grown to `end_offset`."""
+
+    attempt_id: int
+    row_id: int | None
+    start_offset: int
+    end_offset: int
+    read_at: datetime
+    consumed: tuple[str, int] | None = None  # (path, inode): `end_offset` is also that log's consumed offset
+
+
+def session_info(r: SessionRow) -> SessionInfo:
+    return SessionInfo(
+        r.id, r.name, r.config_path, r.config_json, r.created_at, r.status,
+        r.monitor_pid, r.monitor_host, r.monitor_heartbeat,
+    )  # fmt: skip
+
+
+def job_info(r: JobRow, restart_counts: dict[str, int], *, with_plan: bool = True) -> JobInfo:
+    """A job row with its restart counts (counted from its restart decisions by the store)."""
+    return JobInfo(
+        r.id, r.session_id, r.job_key, r.name, r.plan_json if with_plan else {}, r.status, r.status_reason,
+        sum(restart_counts.values()), dict(restart_counts), r.created_at,
+    )  # fmt: skip
+
+
+def attempt_info(r: AttemptRow) -> AttemptInfo:
+    return AttemptInfo(
+        r.id, r.job_id, r.attempt_no, r.submit_tag, r.intent, r.executor_job_id, tuple(r.nodes_json),
+        r.intended_at, r.submitted_at, r.started_at, r.ended_at, JobState(r.state), r.exit_code,
+        r.log_path, r.last_iteration,
+    )  # fmt: skip
+
+
+def signal_info(r: SignalRow) -> SignalInfo:
+    return SignalInfo(
+        r.id, r.attempt_id, r.pattern, r.error_type, r.subsystem, r.role, r.line_no, r.line,
+        tuple(r.evidence_json), r.observed_at,
+    )  # fmt: skip
+
+
+def decision_info(r: DecisionRow) -> DecisionInfo:
+    return DecisionInfo(
+        r.id, r.job_id, r.attempt_id, r.action, r.reason, r.budget_before, r.budget_after,
+        r.evidence_json, r.decided_at,
+    )  # fmt: skip
