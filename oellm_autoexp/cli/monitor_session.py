@@ -20,8 +20,9 @@ from pathlib import Path
 from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.cli._metrics import add_metrics_args, check_metrics_args, metrics_argv, metrics_observer
 from oellm_autoexp.cli._sessions import active_sessions, find_session, open_store, resume_command
-from oellm_autoexp.daemon.monitor import Monitor
-from oellm_autoexp.daemon.observer import MonitorObserver
+from oellm_autoexp.daemon.events import MonitorObserver
+from oellm_autoexp.daemon.monitor import Monitor, stamped_line
+from oellm_autoexp.daemon.notify import Notifier
 
 DETACH_WAIT_S = 30.0  # how long --detach waits for the daemon to take its sessions' locks
 
@@ -74,6 +75,10 @@ def monitor_in_foreground(
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    say_line = say or _print_line
+    # The notifier always listens (it sends nothing without webhooks); metrics when asked.
+    notifier = Notifier(store, state, lambda message: say_line(stamped_line(message)))
+    observers = [notifier, *observers]
     try:
         monitor = Monitor(store, session_ids, state_dir=state, say=say, on_poll=on_poll, observers=observers)
         return monitor.run(stop)
@@ -133,3 +138,7 @@ def _wait_for_locks(
     finally:
         if store is None:
             reader.close()
+
+
+def _print_line(line: str) -> None:
+    print(line, flush=True)

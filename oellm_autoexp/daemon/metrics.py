@@ -1,4 +1,4 @@
-"""The monitor's Prometheus metrics: an observer (daemon/observer.py) that keeps them current.
+"""The monitor's Prometheus metrics: an observer (daemon/events.py) that keeps them current.
 
 Numbers come from where they are decided: judgements (restarts by cause, decisions, the
 decision latency from the first fatal line), each poll (jobs by status and attempts by
@@ -24,7 +24,7 @@ from oellm_autoexp.adapters.executors import command_timing
 from oellm_autoexp.adapters.executors.command_timing import CommandRun
 from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.core.decide.policy import DecisionAction
-from oellm_autoexp.daemon.observer import Judged, MonitorEvent, Polled
+from oellm_autoexp.daemon.events import Judged, MonitorEvent, Polled
 from oellm_autoexp.daemon.watch import LiveAttempt
 
 # Fatal line -> decision: the settle window is 5 s; a wait for the job's end can take minutes.

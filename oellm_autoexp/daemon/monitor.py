@@ -51,12 +51,12 @@ from oellm_autoexp.core.watch.attempt_view import AttemptView, Recovery
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.verdict import Trigger, Verdict
 from oellm_autoexp.daemon.clock import utc
-from oellm_autoexp.daemon.observer import (
+from oellm_autoexp.daemon.events import (
     Judged,
     MonitorObserver,
+    Observers,
     Polled,
     SessionsEnded,
-    observers_for,
     stale_found,
 )
 from oellm_autoexp.daemon.resubmission import (
@@ -129,7 +129,7 @@ class Monitor:
         # disk is full (retried each poll); the stray net cancels jobs of ours nobody tracks.
         self._writes = BufferedStore(store, self._say)
         self._strays = StrayNet(store, self.session_ids, self._say)
-        self._observer = observers_for(store, state_dir, self._say, observers)  # alerts, metrics
+        self._observer = Observers(observers, self._say)  # alerts (daemon/notify.py), metrics
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -749,7 +749,7 @@ class Monitor:
         return f"{live.runtime.job.name} attempt {live.attempt.attempt_no} (job {live.executor_id})"
 
     def _say(self, message: str) -> None:
-        self._say_to(f"[{time.strftime('%H:%M:%S')}] {message}")
+        self._say_to(stamped_line(message))
 
     def _write_snapshot(self) -> None:
         try:
@@ -767,6 +767,11 @@ def allocation(known: tuple[str, ...], record: JobRecord) -> tuple[str, ...]:
     if record.state is JobState.RUNNING or not known:
         return record.nodes or known
     return known
+
+
+def stamped_line(message: str) -> str:
+    """A monitor's output line: the local time, then the message."""
+    return f"[{time.strftime('%H:%M:%S')}] {message}"
 
 
 def _print_line(line: str) -> None:

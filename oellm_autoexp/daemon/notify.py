@@ -1,6 +1,6 @@
 """The notifier: monitor events -> alerts (core/report/alerts.py) -> webhook delivery (adapters/alerts/webhook.py).
 
-An observer of the monitor (daemon/observer.py). On the monitor's thread it only builds
+An observer of the monitor (daemon/events.py). On the monitor's thread it only builds
 the message and queues it; the delivery thread does the HTTP, and is started on the first
 message, so a monitor without webhooks starts no thread at all. Which webhooks hear of
 which events is the job's `monitoring.notifications` (daemon/notify_settings.py); session
@@ -32,8 +32,8 @@ from oellm_autoexp.core.report.alerts import (
     payload,
     session_finished_alert,
 )
+from oellm_autoexp.daemon.events import Judged, MonitorEvent, Polled, SessionsEnded, StaleMonitorFound
 from oellm_autoexp.daemon.notify_settings import NotificationSettings
-from oellm_autoexp.daemon.observer import Judged, MonitorEvent, Polled, SessionsEnded, StaleMonitorFound
 from oellm_autoexp.daemon.settings import split_monitoring
 from oellm_autoexp.errors import UserError
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from oellm_autoexp.config.models import SlurmConfig, StrategyConfig
-from oellm_autoexp.config.strategy_check import run_minutes
+from oellm_autoexp.config.models import SlurmConfig, StrategyConfig, run_minutes
 from oellm_autoexp.core.plan.segments import segment_signal
 from oellm_autoexp.core.plan.strategies import GpuType, Strategy, derive_strategies, with_segments
 

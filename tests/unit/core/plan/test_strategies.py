@@ -6,8 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from oellm_autoexp.config.models import SlurmConfig
-from oellm_autoexp.config.strategy_check import walltime_minutes
+from oellm_autoexp.config.models import SlurmConfig, walltime_minutes
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.slurm_parse import parse_job_gpu_types
 from oellm_autoexp.core.plan.fanout_pick import pick

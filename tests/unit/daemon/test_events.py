@@ -1,11 +1,11 @@
-"""The monitor's observers (daemon/observer.py): one that raises is reported and never stops the others."""
+"""The monitor's observers (daemon/events.py): one that raises is reported and never stops the others."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 from oellm_autoexp.adapters.store.sqlite_store import SessionInfo
-from oellm_autoexp.daemon.observer import MonitorEvent, Observers, SessionsEnded, stale_found
+from oellm_autoexp.daemon.events import MonitorEvent, Observers, SessionsEnded, stale_found
 
 
 class Recording:

@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
-from oellm_autoexp.adapters.store.sqlite_store import SessionInfo, SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import SessionInfo
 from oellm_autoexp.core.decide.judge import Judgement
 from oellm_autoexp.daemon.watch import LiveAttempt
 
@@ -109,12 +109,3 @@ def stale_found(
         StaleMonitorFound(s.id, s.monitor_pid or 0, s.monitor_host, s.monitor_heartbeat, stale_after_s, now_s)
         for s in sessions
     ]
-
-
-def observers_for(
-    store: SQLiteStore, state_dir: Path, say: Callable[[str], None], extra: Sequence[MonitorObserver] = ()
-) -> Observers:
-    """The monitor's observers: the notifier (always; it sends nothing without webhooks) and `extra`."""
-    from oellm_autoexp.daemon.notify import Notifier  # notify imports this module's events
-
-    return Observers([Notifier(store, state_dir, say), *extra], say)
