@@ -38,7 +38,7 @@ def test_an_observer_that_raises_is_reported_and_the_rest_still_hear() -> None:
     observers.close()
     assert recording.events == [event] and recording.closed == 1
     assert len(said) == 2
-    assert said[0].startswith("warning: Broken failed (RuntimeError: bug in an observer at test_observer.py:")
+    assert said[0].startswith("warning: Broken failed (RuntimeError: bug in an observer at test_events.py:")
     assert said[0].endswith("the monitor goes on")
     assert "OSError: disk full" in said[1]
 
