@@ -27,19 +27,23 @@ from typing import Any
 
 import yaml
 
-from oellm_autoexp.config.flow_list import split_flow_list
-from oellm_autoexp.config.keys import check_path_exists, close_matches, dotted
+from oellm_autoexp.config.keys import close_matches, dotted
+from oellm_autoexp.config.overrides import (
+    COMMAND_LINE,
+    KeyPath,
+    Override,
+    apply_override,
+    parse_override,
+)
 from oellm_autoexp.config.provenance import Provenance
 from oellm_autoexp.errors import UserError
 
-KeyPath = tuple[str, ...]
 CONFIG_DIR_ENV = "AUTOEXP_CONFIG_DIR"
 SHIPPED_CONFIG_ENV = "AUTOEXP_SHIPPED_CONFIG"
 # Where setup.py's build hook puts a copy of the repository's config/ inside a wheel.
 SHIPPED_PACKAGE_DIR = "_shipped"
 # The project's own groups next to its experiment file (what `autoexp init` writes).
 EXPERIMENT_CONFIG_DIR = "config"
-COMMAND_LINE = "command line"
 DEFAULT_OUTPUT_DIR = "outputs/${experiment.name}"  # when the experiment names none
 # Groups whose content lands under another key: `- sweeps: lr_grid` fills `sweep`.
 GROUP_TARGETS: dict[str, KeyPath] = {"sweeps": ("sweep",)}
@@ -52,14 +56,6 @@ class Composed:
     data: dict[str, Any]
     provenance: Provenance
     source: str  # the experiment file
-
-
-@dataclass(frozen=True)
-class Override:
-    path: KeyPath
-    value: Any
-    add: bool  # `+key=value`: the key may be new
-    text: str
 
 
 def shipped_config_dir() -> Path:
@@ -198,53 +194,6 @@ def _default_experiment(out: dict[str, Any], exp_path: Path, prov: Provenance) -
         if key not in section:
             section[key] = value
             prov.record(("experiment", key), f"{exp_path} (default)")
-
-
-def parse_override(text: str) -> Override:
-    key, sep, raw = text.partition("=")
-    add = key.startswith("+")
-    key = key.lstrip("+").strip()
-    if not sep or not key or any(not part for part in key.split(".")):
-        raise UserError(f"{COMMAND_LINE}: override {text!r} must look like key.path=value")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else raw
-    except yaml.YAMLError:
-        value = _unparsed_value(raw, key, text)
-    return Override(tuple(key.split(".")), value, add, text)
-
-
-def _unparsed_value(raw: str, key: str, text: str) -> Any:
-    """A value YAML could not read: a plain string, unless it looks like a list or a mapping.
-
-    `[--steps,"20",--dir,${experiment.output_dir}/ckpt]` is no YAML (`{` opens a mapping in a
-    flow list) but is meant as a list: its items are split on top-level commas. Anything
-    bracketed that still does not split cleanly is an error naming the key, never one string.
-    """
-    stripped = raw.strip()
-    if stripped.startswith("[") and stripped.endswith("]"):
-        items = split_flow_list(stripped[1:-1])
-        if items is not None:
-            return items
-    if stripped[:1] in "[{":
-        kind = "list [a,b,...]" if stripped.startswith("[") else "mapping {k: v}"
-        raise UserError(
-            f"{COMMAND_LINE}: override {text!r}: the value of {key} looks like a {kind} but does not parse;"
-            " quote items that contain commas, brackets or braces, e.g. [a,'b,c']"
-        )
-    return raw  # not YAML: take it as the literal string
-
-
-def apply_override(data: dict[str, Any], override: Override, prov: Provenance, source: str) -> None:
-    if not override.add:
-        check_path_exists(data, override.path, f"{source}: override {override.text!r}")
-    node = data
-    for key in override.path[:-1]:
-        child = node.get(key)
-        if not isinstance(child, dict):
-            child = node[key] = {}
-        node = child
-    node[override.path[-1]] = copy.deepcopy(override.value)
-    prov.record(override.path, source)
 
 
 def merge(

@@ -44,7 +44,7 @@ from oellm_autoexp.adapters.store.sqlite_store import (
 )
 from oellm_autoexp.core.decide.judge import Judgement, judge, stopped_status
 from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory
-from oellm_autoexp.core.jobs.job_record import JobRecord
+from oellm_autoexp.core.jobs.job_record import JobRecord, allocation
 from oellm_autoexp.core.jobs.job_state import JobState, is_terminal
 from oellm_autoexp.core.replay.read_times import ReadMark, coalesces, extended
 from oellm_autoexp.core.watch.attempt_view import AttemptView, Recovery
@@ -759,14 +759,6 @@ class Monitor:
                 raise
             return  # stays dirty: written again at a later poll; the buffer warns once a minute
         self._dirty, self._snapshot_at = False, self.clock()
-
-
-def allocation(known: tuple[str, ...], record: JobRecord) -> tuple[str, ...]:
-    """The attempt's nodes: as Slurm lists them while it runs. A COMPLETING job's squeue line
-    names only the nodes still completing, and node blame needs the whole allocation."""
-    if record.state is JobState.RUNNING or not known:
-        return record.nodes or known
-    return known
 
 
 def stamped_line(message: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from oellm_autoexp.adapters.checkpoints.checkpoint_files import apply_rollback, check_run
@@ -21,8 +21,8 @@ from oellm_autoexp.core.checkpoint.rollback import rollback_line
 from oellm_autoexp.core.decide.exclusions import Exclusion, active_nodes, exclude_list, exclusions_from_blame
 from oellm_autoexp.core.decide.judge import Judgement
 from oellm_autoexp.core.decide.policy import DecisionAction
-from oellm_autoexp.core.decide.spend import AttemptUsage, Spend, total_spend
-from oellm_autoexp.core.plan.plan import JobPlan
+from oellm_autoexp.core.decide.spend import Spend, total_spend, usage_from_attempts
+from oellm_autoexp.core.plan.plan import JobPlan, configured_exclude
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.outcome import OutcomeKind
 from oellm_autoexp.daemon.watch import JobRuntime
@@ -125,27 +125,6 @@ def measure_spend(
         except ExecutorError:
             pass  # no accounting here: the store's start and end times are the next best
     return total_spend(usage_from_attempts(attempts, now), gpus_per_node)
-
-
-def usage_from_attempts(attempts: Sequence[AttemptInfo], now: datetime) -> list[AttemptUsage]:
-    """Each started attempt's usage from the monitor's own record (start, end or `now`, nodes)."""
-    out = []
-    for a in attempts:
-        if a.started_at is None:
-            continue
-        end = a.ended_at or now
-        elapsed = max(int((end - a.started_at).total_seconds()), 0)
-        start = a.started_at.astimezone(UTC).isoformat(timespec="seconds")
-        out.append(
-            AttemptUsage(a.executor_job_id or "", a.state.value, elapsed, max(len(a.nodes), 1), None, start)
-        )
-    return out
-
-
-def configured_exclude(plan: JobPlan) -> str | None:
-    """The experiment's own `slurm.sbatch.exclude`, kept when exclusions are added to it."""
-    value = plan.config.slurm.sbatch.get("exclude")
-    return value if isinstance(value, str) and value.strip() else None
 
 
 # -- node exclusions (core/decide/exclusions.py) -------------------------------------------------------

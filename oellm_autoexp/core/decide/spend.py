@@ -15,7 +15,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
 
+from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.slurm_parse import SEP
 
 SPEND_SACCT_FIELDS = ("JobID", "State", "ElapsedRaw", "NNodes", "AllocTRES", "Start")
@@ -118,3 +121,33 @@ def _hours(value: float) -> str:
 def _int(text: str) -> int | None:
     text = text.strip()
     return int(text) if text.isdigit() else None
+
+
+class AttemptTimes(Protocol):
+    """What the spend needs of an attempt the monitor recorded (the store's AttemptInfo has it)."""
+
+    @property
+    def executor_job_id(self) -> str | None: ...
+    @property
+    def state(self) -> JobState: ...
+    @property
+    def started_at(self) -> datetime | None: ...
+    @property
+    def ended_at(self) -> datetime | None: ...
+    @property
+    def nodes(self) -> tuple[str, ...]: ...
+
+
+def usage_from_attempts(attempts: Iterable[AttemptTimes], now: datetime) -> list[AttemptUsage]:
+    """Each started attempt's usage from the monitor's own record (start, end or `now`, nodes)."""
+    out = []
+    for a in attempts:
+        if a.started_at is None:
+            continue
+        end = a.ended_at or now
+        elapsed = max(int((end - a.started_at).total_seconds()), 0)
+        start = a.started_at.astimezone(UTC).isoformat(timespec="seconds")
+        out.append(
+            AttemptUsage(a.executor_job_id or "", a.state.value, elapsed, max(len(a.nodes), 1), None, start)
+        )
+    return out

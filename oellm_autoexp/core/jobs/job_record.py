@@ -26,3 +26,11 @@ class JobRecord:
     reason: str = ""  # squeue's REASON or sacct's "by UID" text; informational
     start: datetime | None = None
     end: datetime | None = None
+
+
+def allocation(known: tuple[str, ...], record: JobRecord) -> tuple[str, ...]:
+    """The attempt's nodes: as Slurm lists them while it runs. A COMPLETING job's squeue line
+    names only the nodes still completing, and node blame needs the whole allocation."""
+    if record.state is JobState.RUNNING or not known:
+        return record.nodes or known
+    return known

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from oellm_autoexp.config.experiment import JobConfig, validate
-from oellm_autoexp.config.loader import apply_override, parse_override
+from oellm_autoexp.config.overrides import apply_override, parse_override
 from oellm_autoexp.config.provenance import Provenance
 from oellm_autoexp.config.sweep import SweepPoint
 from oellm_autoexp.core.decide.policy import RestartPolicy

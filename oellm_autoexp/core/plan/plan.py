@@ -208,3 +208,9 @@ def _check_unique(values: list[str], what: str) -> None:
         raise UserError(
             f"two jobs share the {what} {sorted(seen)[0]!r}; give the sweep points distinct values"
         )
+
+
+def configured_exclude(plan: JobPlan) -> str | None:
+    """The experiment's own `slurm.sbatch.exclude`, kept when exclusions are added to it."""
+    value = plan.config.slurm.sbatch.get("exclude")
+    return value if isinstance(value, str) and value.strip() else None

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from oellm_autoexp.core.jobs.job_record import JobRecord
+from oellm_autoexp.core.jobs.job_record import JobRecord, allocation
 from oellm_autoexp.core.jobs.job_state import JobState
-from oellm_autoexp.daemon.monitor import allocation
 
 BOTH = ("node1", "node2")
 
