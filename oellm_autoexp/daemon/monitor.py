@@ -8,23 +8,22 @@ monitored sessions (SlurmExecutor: one squeue, then one sacct for the rest).
 After a fatal line, `FollowUp`s look at that attempt alone within seconds (its
 process usually exits soon): `squeue --jobs <id>`, not a full poll of every job.
 
-An attempt is judged in one pure step, core/decide/judge.py `judge()` (which asks
-core/decide/policy.py `decide()`), on a `Verdict` from the attempt's view
-(core/watch/attempt_view.py): the job ended, a fatal line settled while it still ran,
-the hang tracker fired, or the job was lost. The judgement is recorded in ONE
-store transaction (`record_judgement`), then carried out (cancel, resubmit).
+What the loop hands off, each in a module of its own:
+- daemon/resume.py: what earlier monitors left (intents, live attempts, unjudged ends);
+- daemon/judging.py: the judge step (gather -> judge -> one transaction -> carry out),
+  run on every verdict: the job ended, a fatal line settled, the hang tracker fired;
+- daemon/read_record.py: the timing record (which bytes were read when);
+- daemon/submitter.py, daemon/resubmission.py: submitting, and the checks before a resubmission.
 """
 
 from __future__ import annotations
 
-import codecs
 import math
 import os
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from oellm_autoexp.adapters.executors.base import Executor, ExecutorError
@@ -34,21 +33,16 @@ from oellm_autoexp.adapters.store.buffer import BufferedStore, is_disk_full
 from oellm_autoexp.adapters.store.snapshot import SNAPSHOT_FILENAME, write_snapshot
 from oellm_autoexp.adapters.store.sqlite_store import (
     AttemptInfo,
-    Intent,
     JobInfo,
     JobStatus,
-    LogReadWrite,
-    NewSignal,
     SessionStatus,
     SQLiteStore,
 )
-from oellm_autoexp.core.decide.judge import Judgement, judge, stopped_status
-from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory
+from oellm_autoexp.core.decide.judge import Judgement
+from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.jobs.job_record import JobRecord, allocation
 from oellm_autoexp.core.jobs.job_state import JobState, is_terminal
-from oellm_autoexp.core.replay.read_times import ReadMark, coalesces, extended
 from oellm_autoexp.core.watch.attempt_view import AttemptView, Recovery
-from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.verdict import Trigger, Verdict
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.events import (
@@ -59,26 +53,25 @@ from oellm_autoexp.daemon.events import (
     SessionsEnded,
     stale_found,
 )
+from oellm_autoexp.daemon.judging import judge_attempt, unrecorded_signals
+from oellm_autoexp.daemon.read_record import ReadRecord
 from oellm_autoexp.daemon.resubmission import (
-    active_exclusions,
     exclude_arg,
     exclude_on_queued,
     gate_checkpoint,
     is_resubmission,
-    new_exclusions,
-    spend_so_far,
 )
+from oellm_autoexp.daemon.resume import prime, resume
 from oellm_autoexp.daemon.scheduler import FollowUp, Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
 from oellm_autoexp.daemon.session_lock import SessionLocks
 from oellm_autoexp.daemon.settings import poll_interval_s
 from oellm_autoexp.daemon.strays import StrayNet
 from oellm_autoexp.daemon.submitter import Submitter
-from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt, job_history
+from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt
 
 FLUSH_WAIT_S = 2.0  # how long a job's end waits for the tailer to read its last lines
 QUEUE_WAIT_S = 0.5  # the loop wakes at least this often to notice a stop request
-PRIME_BLOCK_BYTES = 4 << 20  # a resumed attempt's consumed log is re-read in blocks of this size
 # monitor_state.json is rewritten at most this often while running (and always at the end): it
 # reads every job of the store, and a fatal line brings several polls within seconds.
 SNAPSHOT_EVERY_S = 5.0
@@ -115,7 +108,6 @@ class Monitor:
         self._deferred: list[object] = []
         self._runtimes: dict[int, JobRuntime] = {}  # job id -> runtime
         self._live: dict[int, LiveAttempt] = {}  # attempt id -> live attempt
-        self._unsaved: dict[int, LiveAttempt] = {}  # attempt id -> live attempt with reads to save
         self._by_log: dict[str, LiveAttempt] = {}  # absolute log path -> live attempt
         self._locks = SessionLocks(store, self.session_ids)
         self._tailer: LogTailer | None = None
@@ -128,6 +120,7 @@ class Monitor:
         # Writes nobody waits for go through a buffer that keeps them, in order, while the
         # disk is full (retried each poll); the stray net cancels jobs of ours nobody tracks.
         self._writes = BufferedStore(store, self._say)
+        self._reads = ReadRecord(store)  # the timing record (daemon/read_record.py)
         self._strays = StrayNet(store, self.session_ids, self._say)
         self._observer = Observers(observers, self._say)  # alerts (daemon/notify.py), metrics
 
@@ -147,7 +140,7 @@ class Monitor:
                            poll_interval_s=min(s.log_poll_interval_s for s in settings) if settings else 2.0
                            ) as tailer, Ticker(self._events.put, self._intervals(poll_s)) as ticker:  # fmt: skip
                 self._tailer, self._ticker = tailer, ticker
-                self._resume(self.clock())
+                resume(self, self._runtimes.values(), self.clock())
                 self._poll(self.clock())
                 while (
                     not stop.is_set()
@@ -163,7 +156,7 @@ class Monitor:
             self._tailer = None
             if not self._store_lost:
                 self._writes.flush()
-                self._save_reads()
+                self._reads.save()
                 self._write_snapshot()
                 self._release_sessions()
             for pending in self._writes.pending():
@@ -263,71 +256,13 @@ class Monitor:
         if any(s == JobStatus.ACTIVE.value for s in statuses):
             return 0  # stopped on request; the jobs go on and a later monitor resumes them
         for sid in self.session_ids:
-            self._writes.write("set_session_status", sid, SessionStatus.COMPLETED.value)
+            self._writes.set_session_status(sid, SessionStatus.COMPLETED.value)
         self._observer.notice(SessionsEnded(tuple(self.session_ids), self.clock()))
         return 0 if all(s == JobStatus.COMPLETED.value for s in statuses) else 1
 
-    # -- resuming -------------------------------------------------------------------------------
-
-    def _resume(self, now: float) -> None:
-        """Re-attach to what earlier monitors left: intents, live attempts, unjudged ends."""
-        for rt in self._runtimes.values():
-            latest = self.store.latest_attempt(rt.job.id)
-            if rt.job.status != JobStatus.ACTIVE.value:
-                if latest is not None:
-                    self._attach(rt, latest, now)  # only to record how the cancelled attempt ended
-                continue
-            if latest is None or latest.intent in (Intent.ABANDONED.value, Intent.INTENDED.value):
-                self._submit(rt, now)  # adopts an unconfirmed intent found by its tag
-            elif latest.executor_job_id and (latest.ended_at is None and not is_terminal(latest.state)):
-                if not self._carry_out_recorded(rt, latest, now):
-                    self._attach(rt, latest, now)
-            elif latest.executor_job_id:
-                self._judge_unwatched_end(rt, latest, now)
-
-    def _judge_unwatched_end(self, rt: JobRuntime, attempt: AttemptInfo, now: float) -> None:
-        """An attempt that ended while no monitor watched: decide now, unless that was done."""
-        if self._carry_out_recorded(rt, attempt, now):
-            return
-        live = self._attach(rt, attempt, now, watch=False)
-        self._prime(live, now, read_all=True)
-        record = JobRecord(attempt.executor_job_id or "", attempt.state, "store", exit_code=attempt.exit_code)
-        self._finish(live, record, now)
-
-    def _carry_out_recorded(self, rt: JobRuntime, attempt: AttemptInfo, now: float) -> bool:
-        """Carry out a judgement an earlier monitor recorded but may not have acted on.
-
-        The judgement and the job's new status were written in one transaction, so
-        only the actions after it can be missing: the cancel and the resubmission
-        (both safe to repeat: a cancel of an ended job is a no-op, a submission is
-        adopted by its tag).
-        """
-        decided = [d for d in self.store.decisions_for_job(rt.job.id) if d.attempt_id == attempt.id]
-        acted = [d for d in decided if d.action != DecisionAction.NONE.value]
-        if not acted:
-            return False
-        last = acted[-1]
-        evidence = Evidence.from_json(last.evidence)
-        if last.action != DecisionAction.RESTART.value and rt.job.status == JobStatus.ACTIVE.value:
-            # Written in one transaction by this version; an older monitor wrote the stop and the
-            # job's status in two steps and may have died between them.
-            status = (
-                stopped_status(evidence.kind)
-                if last.action == DecisionAction.STOP.value
-                else JobStatus.STOPPED
-            )
-            self._writes.write("set_job_status", rt.job.id, status.value, last.reason)
-        if attempt.ended_at is None and not is_terminal(attempt.state):
-            live = self._attach(rt, attempt, now)
-            live.decided_early = live.cancelled_by_monitor = True
-            self._cancel(live)
-        if last.action == DecisionAction.RESTART.value:
-            self._submit(rt, now)
-        return True
-
     # -- submitting -----------------------------------------------------------------------------
 
-    def _submit(self, rt: JobRuntime, now: float) -> None:
+    def submit(self, rt: JobRuntime, now: float) -> None:
         status = self._job_status(rt.job.id)
         if status != JobStatus.ACTIVE.value:
             # `autoexp cancel` during a restart's cooldown: the restart is dropped.
@@ -337,58 +272,29 @@ class Monitor:
             return
         attempt = self._submitter.submit(rt, exclude_arg(self.store, rt, utc(now)), now)
         if attempt is not None:
-            self._attach(rt, attempt, now)
+            self.attach(rt, attempt, now)
         self._dirty = True
 
-    def _attach(self, rt: JobRuntime, attempt: AttemptInfo, now: float, *, watch: bool = True) -> LiveAttempt:
+    def attach(self, rt: JobRuntime, attempt: AttemptInfo, now: float, *, watch: bool = True) -> LiveAttempt:
         log_path = os.path.abspath(attempt.log_path) if attempt.log_path else None
         view = AttemptView(rt.patterns, source=log_path, early=rt.early_settings())
         live = LiveAttempt(rt, attempt, view, log_path, state=attempt.state)
         self._live[attempt.id] = live
         if log_path and watch:
-            self._prime(live, now, read_all=False)
+            prime(self.store, live, now, read_all=False)
             self._by_log[log_path] = live
             if self._tailer is not None:
                 self._tailer.watch(log_path)
         return live
 
-    def _prime(self, live: LiveAttempt, now: float, *, read_all: bool) -> None:
-        """Rebuild a resumed attempt's view from the part of its log already consumed.
-
-        Those lines' signals were recorded by the earlier monitor; they only
-        restore the view's memory (root cause, first fatal line, last iteration).
-        """
-        if not live.log_path or not os.path.exists(live.log_path):
-            return
-        saved = self.store.load_offset(live.log_path)
-        if saved is None and not read_all:
-            return
-        size = os.path.getsize(live.log_path)
-        left = size if read_all or saved is None else min(saved[1], size)
-        # In blocks: a log of many GB is never held whole; the decoder keeps a character
-        # split between two blocks.
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        with open(live.log_path, "rb") as handle:
-            while left > 0 and (data := handle.read(min(PRIME_BLOCK_BYTES, left))):
-                left -= len(data)
-                live.view.read_text(decoder.decode(data), now)
-            written_s = os.fstat(handle.fileno()).st_mtime
-        live.view.read_text(decoder.decode(b"", final=True), now)
-        if read_all:
-            live.view.flush(now)
-        # Those lines were written by the file's mtime, not now: a job silent for 20 minutes
-        # before this monitor started must not be given 20 more.
-        live.view.backdate_output(min(written_s, now))
-        live.signals_recorded = 0 if read_all else len(live.view.classifier.signals)
-
     # -- polling Slurm --------------------------------------------------------------------------
 
     def _poll(self, now: float) -> None:
         self._writes.flush()  # what a full disk held back, in order
-        self._save_reads()
+        self._reads.save()
         for job_id, _ in self._submitter.take_due(now):
             if job_id in self._runtimes:
-                self._submit(self._runtimes[job_id], now)
+                self.submit(self._runtimes[job_id], now)
         by_executor: dict[str, list[LiveAttempt]] = {name: [] for name in self._submitter.fanout.executors()}
         for live in list(self._live.values()):
             by_executor.setdefault(live.runtime.executor.name, []).append(live)
@@ -430,7 +336,7 @@ class Monitor:
             self._say(f"warning: could not query {executor.name}: {exc}; will retry")
             return
         for rt, attempt in self._submitter.fanout.settle(executor.name, records, now):
-            lives.append(self._attach(rt, attempt, now))  # the winner, observed in this same poll
+            lives.append(self.attach(rt, attempt, now))  # the winner, observed in this same poll
         for live in lives:
             record = records.get(live.executor_id)
             if record is not None:
@@ -447,7 +353,7 @@ class Monitor:
         if record.state is JobState.RUNNING:
             live.view.mark_running(now)
         if is_terminal(record.state) or (record.state is JobState.PREEMPTED and record.source == "sacct"):
-            self._finish(live, record, now)
+            self.finish(live, record, now)
 
     def _observe_unknown(self, live: LiveAttempt, now: float) -> None:
         if live.unknown_since_s is None:
@@ -466,15 +372,14 @@ class Monitor:
         if record.state != live.state:
             self._say(f"{self._who(live)}: {record.state.value}")
         live.state, live.nodes = record.state, allocation(live.nodes, record)
-        self._writes.write(
-            "update_attempt_state", live.attempt.id, record.state, exit_code=record.exit_code, nodes=live.nodes or None,
+        self._writes.update_attempt_state(live.attempt.id, record.state, exit_code=record.exit_code, nodes=live.nodes or None,
             started_at=utc(now) if first_run else None,
         )  # fmt: skip
         self._dirty = True
 
     # -- an attempt's end -----------------------------------------------------------------------
 
-    def _finish(self, live: LiveAttempt, record: JobRecord, now: float) -> None:
+    def finish(self, live: LiveAttempt, record: JobRecord, now: float) -> None:
         self._read_last_lines(live)
         self._drop(live)
         ended = (record.state, record.exit_code)
@@ -482,17 +387,15 @@ class Monitor:
         judged = job is not None and job.status in (JobStatus.ACTIVE.value, JobStatus.CANCELLED_BY_USER.value)
         if live.cancelled_by_monitor or live.decided_early or not judged:
             # Already decided while it ran (this end is our own doing), or stopped for good.
-            self._record_end(live, ended, now)
+            self.record_end(live, ended, now)
             return
         self._judge(live, live.view.end_verdict(record, now), now, ended=ended)
 
-    def _record_end(self, live: LiveAttempt, ended: tuple[JobState, int | None], now: float) -> None:
+    def record_end(self, live: LiveAttempt, ended: tuple[JobState, int | None], now: float) -> None:
         self._record_signals(live, now)
-        self._writes.write(
-            "update_attempt_state", live.attempt.id, ended[0], exit_code=ended[1], ended_at=utc(now)
-        )
+        self._writes.update_attempt_state(live.attempt.id, ended[0], exit_code=ended[1], ended_at=utc(now))
         if live.view.last_iteration is not None:
-            self._writes.write("set_last_iteration", live.attempt.id, live.view.last_iteration)
+            self._writes.set_last_iteration(live.attempt.id, live.view.last_iteration)
         self._dirty = True
 
     def _read_last_lines(self, live: LiveAttempt) -> None:
@@ -513,7 +416,7 @@ class Monitor:
 
     def _drop(self, live: LiveAttempt) -> None:
         """Stop watching an attempt that ended (its end is recorded by the caller)."""
-        self._save_reads()  # its last reads, and where its log was consumed to
+        self._reads.save()  # its last reads, and where its log was consumed to
         self._live.pop(live.attempt.id, None)
         if live.log_path and self._by_log.get(live.log_path) is live:
             del self._by_log[live.log_path]
@@ -521,7 +424,7 @@ class Monitor:
                 self._tailer.unwatch(live.log_path)
         self._dirty = True
 
-    # -- deciding and acting --------------------------------------------------------------------
+    # -- deciding and acting: the judge step (daemon/judging.py) and what it asks of the loop -------
 
     def _judge(
         self,
@@ -531,52 +434,31 @@ class Monitor:
         *,
         ended: tuple[JobState, int | None] | None = None,
     ) -> Judgement:
-        """Judge a verdict, record the judgement in one transaction, then carry it out."""
-        rt = live.runtime
-        job = self.store.get_job(rt.job.id)
-        user_cancelled = job is not None and job.status == JobStatus.CANCELLED_BY_USER.value
-        view = live.view
-        history = self._history(live, now)
-        judgement = judge(rt.policy, verdict, history, view.classifier.signals, user_cancelled=user_cancelled,
-                          early_exit_is_end=rt.settings.early_exit_is_end,
-                          allocation=live.nodes or live.attempt.nodes)  # fmt: skip
-        if not judgement.record:
-            live.waiting_on_fatal = verdict.trigger is Trigger.FATAL_LINE
-            if ended is not None:
-                self._record_end(live, ended, now)
-            return judgement
-        exclusions = new_exclusions(rt, judgement, utc(now))
-        self._writes.write(
-            "record_judgement", rt.job.id, live.attempt.id, judgement, now=utc(now),
-            signals=self._unrecorded_signals(live, now), ended=ended, iteration=view.last_iteration,
-            exclusions=exclusions,
-        )  # fmt: skip
-        decision = judgement.decision
-        self._observer.notice(Judged(live, judgement, now))
-        self._say(f"{self._who(live)}: {decision.action.value}: {decision.reason}")
-        if exclusions:
-            self._exclude_on_queued(rt, now)
-        self._carry_out(live, judgement, now)
-        self._dirty = True
+        judgement = judge_attempt(self, live, verdict, now, ended=ended)
+        self._dirty = self._dirty or judgement.record
         return judgement
 
-    def _carry_out(self, live: LiveAttempt, judgement: Judgement, now: float) -> None:
-        effects = judgement.effects
-        if judgement.outcome.still_running:
-            live.decided_early = True
-        if effects.cancel and live.attempt.id in self._live:
-            live.cancelled_by_monitor = True
-            self._cancel(live)
-        if effects.resubmit_after_s is not None:
-            self._submitter.schedule(live.runtime.job.id, effects.resubmit_after_s, effects.exclude_nodes)
-            if effects.resubmit_after_s <= now:
-                self._poll_due(now)
+    @property
+    def writes(self) -> BufferedStore:
+        return self._writes
 
-    def _poll_due(self, now: float) -> None:
-        for job_id, _ in self._submitter.take_due(now):
-            self._submit(self._runtimes[job_id], now)
+    def announce(self, live: LiveAttempt, judgement: Judgement, now: float) -> None:
+        self._observer.notice(Judged(live, judgement, now))
+        self._say(f"{self._who(live)}: {judgement.decision.action.value}: {judgement.decision.reason}")
+        self._dirty = True
 
-    def _cancel(self, live: LiveAttempt) -> None:
+    def watching(self, live: LiveAttempt) -> bool:
+        return live.attempt.id in self._live
+
+    def resubmit_after(
+        self, rt: JobRuntime, after_s: float, exclude_nodes: tuple[str, ...], now: float
+    ) -> None:
+        self._submitter.schedule(rt.job.id, after_s, exclude_nodes)
+        if after_s <= now:
+            for job_id, _ in self._submitter.take_due(now):
+                self.submit(self._runtimes[job_id], now)
+
+    def cancel(self, live: LiveAttempt) -> None:
         try:
             live.runtime.executor.cancel(live.executor_id)
         except ExecutorError as exc:
@@ -604,16 +486,7 @@ class Monitor:
 
     # -- before a resubmission: history, spend, exclusions, checkpoint (daemon/resubmission.py) --
 
-    def _history(self, live: LiveAttempt, now: float) -> RestartHistory:
-        """The judge's history: stored decisions, the active exclusions and, with a budget, the spend."""
-        rt = live.runtime
-        history = job_history(
-            self.store.decisions_for_job(rt.job.id), live.attempt.attempt_no, live.view.last_iteration
-        )
-        return replace(history, excluded_nodes=active_exclusions(self.store, rt, utc(now)),
-                       spent=spend_so_far(self.store, rt, utc(now)))  # fmt: skip
-
-    def _exclude_on_queued(self, rt: JobRuntime, now: float) -> None:
+    def exclude_on_queued(self, rt: JobRuntime, now: float) -> None:
         """A successor of the job already queued gets the new list too (`scontrol update`, Slurm only)."""
         queued = [
             v for v in self._live.values() if v.runtime.job.id == rt.job.id and v.state is JobState.PENDING
@@ -652,7 +525,7 @@ class Monitor:
             kept = len(live.view.classifier.signals)
             self._classify(live, event.lines, now)
             # The read's time and the tailer's consumed offset, in one commit.
-            self._record_read_time(live, event, now, has_signal=len(live.view.classifier.signals) > kept)
+            self._reads.note(live, event, now, has_signal=len(live.view.classifier.signals) > kept)
         elif self._tailer is not None:
             self._tailer.commit(event)
 
@@ -678,70 +551,10 @@ class Monitor:
         )
 
     def _record_signals(self, live: LiveAttempt, now: float) -> None:
-        fresh = self._unrecorded_signals(live, now)
+        fresh = unrecorded_signals(live, now)
         if fresh:
-            self._writes.write("record_signals", live.attempt.id, fresh)
+            self._writes.record_signals(live.attempt.id, fresh)
             self._dirty = True
-
-    def _unrecorded_signals(self, live: LiveAttempt, now: float) -> list[NewSignal]:
-        """The classifier's signals not yet in the store (and, from now on, counted as stored)."""
-        signals = live.view.classifier.signals
-        fresh = signals[live.signals_recorded :]
-        live.signals_recorded = len(signals)
-        return [
-            NewSignal(s.pattern, s.error_type, s.subsystem, s.role, s.line_no, s.line, utc(now))
-            for s in fresh
-        ]
-
-    # -- the timing record (`autoexp replay --session`; core/replay/read_times.py) -----------------------
-
-    def _record_read_time(self, live: LiveAttempt, event: LogLines, now: float, *, has_signal: bool) -> None:
-        """Remember when these bytes were read, so that a replay delivers them at the same time.
-
-        Kept in memory and saved with every other log's reads at the next poll (`_save_reads`):
-        one transaction per poll, not a commit per read. A read that carried a cause line is
-        saved at once, beside its signals. A monitor killed in between loses at most a poll's
-        plain reads: its successor reads those lines again from the saved offset.
-        """
-        last = live.last_read
-        if last is not None and coalesces(last, event.start_offset, now, has_signal):
-            mark = extended(last, event.end_offset)
-            if live.unsaved_reads and live.unsaved_reads[-1] is last:
-                live.unsaved_reads[-1] = mark
-            else:
-                live.unsaved_reads.append(mark)
-        else:
-            mark = ReadMark(None, event.start_offset, event.end_offset, now, has_signal)
-            live.unsaved_reads.append(mark)
-        live.last_read, live.read_inode = mark, event.inode
-        self._unsaved[live.attempt.id] = live
-        if has_signal:
-            self._save_reads()
-
-    def _save_reads(self) -> None:
-        """The timing-record rows and consumed offsets of every log read since the last save, at once."""
-        lives = [live for live in self._unsaved.values() if live.unsaved_reads and live.log_path]
-        writes = [
-            LogReadWrite(live.attempt.id, mark.row_id, mark.start_offset, mark.end_offset, utc(mark.read_at_s),
-                         consumed=(path, live.read_inode) if mark is live.unsaved_reads[-1] else None)
-            for live in lives if (path := live.log_path) for mark in live.unsaved_reads
-        ]  # fmt: skip
-        if not writes:
-            self._unsaved.clear()
-            return
-        try:
-            ids = self.store.save_log_reads(writes)
-        except Exception as exc:
-            if not is_disk_full(exc):
-                raise
-            return  # kept, and saved at a later poll (the write buffer says the disk is full)
-        newest = iter(ids)
-        for live in lives:
-            row_ids = [next(newest) for _ in live.unsaved_reads]
-            if live.last_read is live.unsaved_reads[-1]:
-                live.last_read = replace(live.last_read, row_id=row_ids[-1])
-            live.unsaved_reads = []
-        self._unsaved.clear()
 
     # -- output ---------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from oellm_autoexp.adapters.checkpoints.checkpoint_files import apply_rollback, check_run
@@ -18,8 +18,7 @@ from oellm_autoexp.adapters.executors.base import Executor, ExecutorError
 from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, JobStatus, SQLiteStore
 from oellm_autoexp.backends.build import checkpoint_dir
 from oellm_autoexp.core.checkpoint.rollback import rollback_line
-from oellm_autoexp.core.decide.exclusions import Exclusion, active_nodes, exclude_list, exclusions_from_blame
-from oellm_autoexp.core.decide.judge import Judgement
+from oellm_autoexp.core.decide.exclusions import active_nodes, exclude_list
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.decide.spend import Spend, total_spend, usage_from_attempts
 from oellm_autoexp.core.plan.plan import JobPlan, configured_exclude
@@ -50,8 +49,7 @@ def gate_checkpoint(store: SQLiteStore, rt: JobRuntime, now: datetime) -> Checkp
     """Check the job's checkpoint before resubmitting it; a rollback or a stop is recorded.
 
     A rollback is an event (a `none` decision with the check's evidence); a checkpoint that
-    cannot be fixed stops the job (a `stop` decision, then the job's status: a monitor that
-    dies in between finds the stop and sets the status on resume).
+    cannot be fixed stops the job (a `stop` decision and the job's status, in one transaction).
     """
     gate = check_before_resubmit(checkpoint_dir_of(rt.plan), rt.policy.max_checkpoint_rollbacks)
     if gate.reason is None:
@@ -61,9 +59,8 @@ def gate_checkpoint(store: SQLiteStore, rt: JobRuntime, now: datetime) -> Checkp
     evidence = Evidence(kind=OutcomeKind.CRASH.value, trigger="checkpoint", observed=gate.directory,
                         lines=gate.problems)  # fmt: skip
     store.record_decision(rt.job.id, attempt_id=latest.id if latest else None, action=action.value,
-                          reason=gate.reason, now=now, evidence=evidence.to_json())  # fmt: skip
-    if not gate.resume:
-        store.set_job_status(rt.job.id, JobStatus.STOPPED.value, gate.reason)
+                          reason=gate.reason, now=now, evidence=evidence.to_json(),
+                          job_status=None if gate.resume else JobStatus.STOPPED.value)  # fmt: skip
     return gate
 
 
@@ -101,12 +98,12 @@ def _stop_line(why: str, directory: Path) -> str:
 # -- the cumulative spend (core/decide/spend.py) ----------------------------------------------------------
 
 
-def spend_so_far(store: SQLiteStore, rt: JobRuntime, now: datetime) -> Spend | None:
-    """What all the job's attempts spent, when its policy has a budget to check it against."""
+def spend_of(rt: JobRuntime, attempts: Sequence[AttemptInfo], now: datetime) -> Spend | None:
+    """What the job's attempts spent, when its policy has a budget to check it against."""
     if rt.policy.spend_limits is None:
         return None  # nothing to check: no sacct call
-    attempts = [a for a in store.attempts_for_job(rt.job.id) if a.executor_job_id]
-    return measure_spend(rt.executor, attempts, rt.plan.config.slurm.gpus_per_node, now)
+    submitted = [a for a in attempts if a.executor_job_id]
+    return measure_spend(rt.executor, submitted, rt.plan.config.slurm.gpus_per_node, now)
 
 
 def measure_spend(
@@ -141,12 +138,6 @@ def exclude_arg(store: SQLiteStore, rt: JobRuntime, now: datetime) -> tuple[str,
     if not active:
         return ()  # the script's own #SBATCH --exclude (if any) applies unchanged
     return tuple((exclude_list(configured_exclude(rt.plan), active) or "").split(","))
-
-
-def new_exclusions(rt: JobRuntime, judgement: Judgement, now: datetime) -> list[Exclusion]:
-    """The blamed nodes a judgement keeps off the next attempts (its rule asked for it)."""
-    kept = [b for b in judgement.blame.blamed if b.node in judgement.effects.exclude_nodes]
-    return exclusions_from_blame(rt.job.name, kept, now, timedelta(seconds=rt.settings.exclusion_ttl_s))
 
 
 def exclude_on_queued(

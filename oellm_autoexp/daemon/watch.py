@@ -86,4 +86,5 @@ def past_decisions(decisions: Sequence[DecisionInfo]) -> list[PastDecision]:
 
 def job_history(decisions: Sequence[DecisionInfo], attempt_no: int, iteration: int | None) -> RestartHistory:
     """The restart history of a job, rebuilt from its recorded decisions."""
-    return history_from(past_decisions(decisions), attempt_no, iteration)
+    past = past_decisions(decisions)
+    return history_from(past, attempt_no, iteration)

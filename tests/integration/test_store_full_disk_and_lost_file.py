@@ -23,7 +23,7 @@ job = store.add_job(store.create_session("s", config_path="e.yaml", config={}, n
                     job_key="k", name="j", plan={}, now=now)
 buf = BufferedStore(store, said.append, clock=lambda: clock[0])
 subprocess.run(["dd", "if=/dev/zero", f"of={state / 'filler'}", "bs=64k"], capture_output=True)
-def decide(i): return buf.write("record_decision", job.id, attempt_id=None, action="restart", reason=f"d{i}", now=now)
+def decide(i): return buf.record_decision(job.id, attempt_id=None, action="restart", reason=f"d{i}", now=now)
 results = [decide(i) for i in range(3)]
 clock[0] = 30.0
 results += [decide(3), buf.flush()]

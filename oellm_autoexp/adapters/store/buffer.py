@@ -17,13 +17,18 @@ from __future__ import annotations
 import errno
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
 from typing import Any
 
 from sqlalchemy.exc import OperationalError
 
-from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import NewSignal, SQLiteStore
+from oellm_autoexp.core.decide.exclusions import Exclusion
+from oellm_autoexp.core.decide.judge import Judgement
+from oellm_autoexp.core.jobs.job_state import JobState
 
 WARN_EVERY_S = 60.0
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
@@ -40,15 +45,14 @@ def is_disk_full(exc: BaseException) -> bool:
 
 @dataclass(frozen=True)
 class PendingWrite:
-    method: str  # a SQLiteStore method name, e.g. "record_decision"
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    """One store write, ready to run: which method, with what (for a clean stop that names it)."""
+
+    method: str  # the SQLiteStore method it calls, e.g. "record_judgement"
+    call: Callable[[], Any] = field(repr=False)
+    shown: tuple[str, ...] = ()  # its arguments, as `describe` prints them
 
     def describe(self) -> str:
-        shown = [repr(a) for a in self.args] + [
-            f"{k}={v!r}" for k, v in self.kwargs.items() if k != "evidence"
-        ]
-        return f"{self.method}({', '.join(shown)})"
+        return f"{self.method}({', '.join(self.shown)})"
 
 
 class BufferedStore:
@@ -68,14 +72,75 @@ class BufferedStore:
         self._queue: list[PendingWrite] = []
         self._warned_at: float | None = None
 
-    def write(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """store.<method>(*args, **kwargs)'s result, or None when it was queued (disk full)."""
-        pending = PendingWrite(method, args, kwargs)
+    # -- the writes the monitor makes without waiting for their result, typed as on SQLiteStore --
+
+    def set_session_status(self, session_id: int, status: str) -> None:
+        self._write("set_session_status", partial(self.store.set_session_status, session_id, status),
+                    session_id, status)  # fmt: skip
+
+    def set_job_status(self, job_id: int, status: str, reason: str = "") -> None:
+        self._write("set_job_status", partial(self.store.set_job_status, job_id, status, reason),
+                    job_id, status, reason)  # fmt: skip
+
+    def update_attempt_state(
+        self,
+        attempt_id: int,
+        state: JobState,
+        *,
+        exit_code: int | None = None,
+        nodes: Sequence[str] | None = None,
+        started_at: datetime | None = None,
+        ended_at: datetime | None = None,
+    ) -> None:
+        call = partial(self.store.update_attempt_state, attempt_id, state, exit_code=exit_code, nodes=nodes,
+                       started_at=started_at, ended_at=ended_at)  # fmt: skip
+        self._write("update_attempt_state", call, attempt_id, state, f"exit_code={exit_code!r}")
+
+    def set_last_iteration(self, attempt_id: int, iteration: int) -> None:
+        self._write("set_last_iteration", partial(self.store.set_last_iteration, attempt_id, iteration),
+                    attempt_id, iteration)  # fmt: skip
+
+    def record_signals(self, attempt_id: int, signals: Sequence[NewSignal]) -> None:
+        self._write("record_signals", partial(self.store.record_signals, attempt_id, signals),
+                    attempt_id, f"{len(signals)} signal(s)")  # fmt: skip
+
+    def record_decision(
+        self, job_id: int, *, attempt_id: int | None, action: str, reason: str, now: datetime
+    ) -> int | None:
+        """The decision's id, or None when it was kept for later (disk full)."""
+        call = partial(self.store.record_decision, job_id, attempt_id=attempt_id, action=action, reason=reason,
+                       now=now)  # fmt: skip
+        return self._write(
+            "record_decision", call, job_id, f"attempt_id={attempt_id!r}", action, repr(reason)
+        )
+
+    def record_judgement(
+        self,
+        job_id: int,
+        attempt_id: int,
+        judgement: Judgement,
+        *,
+        now: datetime,
+        signals: Sequence[NewSignal] = (),
+        ended: tuple[JobState, int | None] | None = None,
+        iteration: int | None = None,
+        exclusions: Sequence[Exclusion] = (),
+    ) -> int | None:
+        """The judgement in ONE transaction (SQLiteStore.record_judgement); None when kept for later."""
+        call = partial(self.store.record_judgement, job_id, attempt_id, judgement, now=now, signals=signals,
+                       ended=ended, iteration=iteration, exclusions=exclusions)  # fmt: skip
+        decision = judgement.decision
+        return self._write("record_judgement", call, job_id, attempt_id, decision.action.value,
+                           repr(decision.reason))  # fmt: skip
+
+    def _write(self, method: str, call: Callable[[], Any], *shown: object) -> Any:
+        """call()'s result, or None when it was queued (disk full)."""
+        pending = PendingWrite(method, call, tuple(s if isinstance(s, str) else repr(s) for s in shown))
         if self._queue and not self.flush():
             self._queue.append(pending)  # keep the order: behind what already waits
             return None
         try:
-            return self._apply(pending)
+            return pending.call()
         except Exception as exc:
             if not is_disk_full(exc):
                 raise
@@ -87,7 +152,7 @@ class BufferedStore:
         """Retry the queued writes in order; True when none is left."""
         while self._queue:
             try:
-                self._apply(self._queue[0])
+                self._queue[0].call()
             except Exception as exc:
                 if not is_disk_full(exc):
                     raise
@@ -101,9 +166,6 @@ class BufferedStore:
 
     def pending(self) -> list[PendingWrite]:
         return list(self._queue)
-
-    def _apply(self, pending: PendingWrite) -> Any:
-        return getattr(self.store, pending.method)(*pending.args, **pending.kwargs)
 
     def _warn(self, exc: BaseException) -> None:
         now = self._clock()

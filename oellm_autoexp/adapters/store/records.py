@@ -156,3 +156,16 @@ def decision_info(r: DecisionRow) -> DecisionInfo:
         r.id, r.job_id, r.attempt_id, r.action, r.reason, r.budget_before, r.budget_after,
         r.evidence_json, r.decided_at,
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class JudgeRecords:
+    """Everything stored that judging one attempt of a job rests on, read in ONE transaction
+    (SQLiteStore.judge_records), so that no write between two reads can mix two states."""
+
+    job: JobInfo | None  # None: the job was deleted under the monitor
+    decisions: list[DecisionInfo]  # every decision about the job, oldest first: the budgets' history
+    exclusions: list[
+        Any
+    ]  # every node exclusion of the job (core/decide/exclusions.py Exclusion), expired too
+    attempts: list[AttemptInfo]  # every attempt, for the spend when the policy has a budget

@@ -56,6 +56,7 @@ from oellm_autoexp.adapters.store.records import (
     AttemptInfo,
     DecisionInfo,
     JobInfo,
+    JudgeRecords,
     LogReadInfo,
     LogReadWrite,
     NewSignal,
@@ -83,7 +84,7 @@ from oellm_autoexp.adapters.store.schema import (
     upgrade_schema,
 )
 from oellm_autoexp.core.decide.exclusions import Exclusion
-from oellm_autoexp.core.decide.judge import Judgement
+from oellm_autoexp.core.decide.judge import Judgement, PastDecision, restart_counts
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.jobs.job_state import JobState, is_terminal
 from oellm_autoexp.core.jobs.job_status import JobStatus
@@ -547,8 +548,10 @@ class SQLiteStore:
         budget_before: int | None = None,
         budget_after: int | None = None,
         evidence: Any = (),
+        job_status: str | None = None,
     ) -> int:
-        """Record one policy decision; `evidence` must be JSON-serialisable."""
+        """Record one policy decision (and, given `job_status`, the job's new status in the same
+        transaction); `evidence` must be JSON-serialisable."""
         row = DecisionRow(
             job_id=job_id, attempt_id=attempt_id, action=action, reason=reason,
             budget_before=budget_before, budget_after=budget_after,
@@ -556,6 +559,11 @@ class SQLiteStore:
         )  # fmt: skip
         with self._write() as db:
             db.add(row)
+            if job_status is not None:
+                job = db.get(JobRow, job_id)
+                if job is None:
+                    raise StoreError(f"no job with id {job_id}")
+                job.status, job.status_reason = JobStatus(job_status).value, reason
         return row.id
 
     def decisions_for_job(self, job_id: int) -> list[DecisionInfo]:
@@ -622,17 +630,21 @@ class SQLiteStore:
 
     def exclusions_for_job(self, job_id: int) -> list[Exclusion]:
         """Every node exclusion recorded for a job, expired ones too (callers filter by `now`)."""
-        stmt = (
-            select(ExclusionRow, JobRow.name)
-            .join(JobRow, ExclusionRow.job_id == JobRow.id)
-            .where(ExclusionRow.job_id == job_id)
-            .order_by(ExclusionRow.id)
-        )
         with self._read() as db:
-            return [
-                Exclusion(name, r.node, r.evidence, r.source, r.created_at, r.expires_at)
-                for r, name in db.execute(stmt)
-            ]
+            return _exclusions(db, job_id)
+
+    def judge_records(self, job_id: int) -> JudgeRecords:
+        """What judging an attempt of the job reads, in one transaction (daemon/judging.py `gather`)."""
+        with self._read() as db:
+            row = db.get(JobRow, job_id)
+            decisions = select(DecisionRow).where(DecisionRow.job_id == job_id).order_by(DecisionRow.id)
+            attempts = select(AttemptRow).where(AttemptRow.job_id == job_id).order_by(AttemptRow.attempt_no)
+            return JudgeRecords(
+                job=_with_counts(db, [row])[0] if row else None,
+                decisions=[decision_info(r) for r in db.scalars(decisions)],
+                exclusions=_exclusions(db, job_id),
+                attempts=[attempt_info(r) for r in db.scalars(attempts)],
+            )
 
     # -- log offsets (the log tailer's OffsetStore) ---------------------------------------------
 
@@ -712,12 +724,23 @@ def _with_counts(db: Session, rows: Sequence[JobRow], *, with_plan: bool = True)
     stmt = select(DecisionRow.job_id, DecisionRow.evidence_json).where(
         DecisionRow.job_id.in_(ids), DecisionRow.action == DecisionAction.RESTART.value
     )
-    counts: dict[int, dict[str, int]] = {i: {} for i in ids}
+    restarts: dict[int, list[PastDecision]] = {i: [] for i in ids}
     for job_id, evidence in db.execute(stmt):
-        ev = Evidence.from_json(evidence)
-        cause = ev.error_type or ev.kind
-        counts[job_id][cause] = counts[job_id].get(cause, 0) + 1
-    return [job_info(r, counts[r.id], with_plan=with_plan) for r in rows]
+        restarts[job_id].append(PastDecision(DecisionAction.RESTART.value, 0.0, Evidence.from_json(evidence)))
+    return [job_info(r, restart_counts(restarts[r.id]), with_plan=with_plan) for r in rows]
+
+
+def _exclusions(db: Session, job_id: int) -> list[Exclusion]:
+    stmt = (
+        select(ExclusionRow, JobRow.name)
+        .join(JobRow, ExclusionRow.job_id == JobRow.id)
+        .where(ExclusionRow.job_id == job_id)
+        .order_by(ExclusionRow.id)
+    )
+    return [
+        Exclusion(name, r.node, r.evidence, r.source, r.created_at, r.expires_at)
+        for r, name in db.execute(stmt)
+    ]
 
 
 def _signal_rows(attempt_id: int, signals: Iterable[NewSignal]) -> list[SignalRow]:

@@ -11,7 +11,7 @@ import pytest
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
 from oellm_autoexp.core.watch.attempt_view import AttemptView
 from oellm_autoexp.core.watch.progress import HangConfig, HangKind
-from oellm_autoexp.daemon import monitor
+from oellm_autoexp.daemon import resume
 
 PATTERNS = load_patterns(["megatron_production"])
 HANG = HangConfig(no_output_timeout_s=300)
@@ -45,10 +45,10 @@ def _prime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, mtime: float, now
     log = tmp_path / "job.log"
     log.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     os.utime(log, (mtime, mtime))
-    monkeypatch.setattr(monitor, "PRIME_BLOCK_BYTES", 7)  # splits the two-byte `é` across blocks
+    monkeypatch.setattr(resume, "PRIME_BLOCK_BYTES", 7)  # splits the two-byte `é` across blocks
     live = SimpleNamespace(log_path=str(log), view=AttemptView(PATTERNS), signals_recorded=-1)
     store = SimpleNamespace(load_offset=lambda path: (1, log.stat().st_size))
-    monitor.Monitor._prime(SimpleNamespace(store=store), live, now, read_all=False)  # type: ignore[arg-type]
+    resume.prime(store, live, now, read_all=False)
     return live.view
 
 
