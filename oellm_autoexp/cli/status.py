@@ -60,7 +60,10 @@ def status_command(args: argparse.Namespace) -> int:
         excluded = [e for job in store.jobs_for_session(session.id) for e in store.exclusions_for_job(job.id)
                     if e.is_active(now)]  # fmt: skip
         if args.json:
-            monitor = {"alive": live.alive, "detail": live.detail, "heartbeat_age_s": live.heartbeat_age_s}
+            since = live.unsupervised_since.isoformat() if live.unsupervised_since else None
+            monitor = {"alive": live.alive, "detail": live.detail, "heartbeat_age_s": live.heartbeat_age_s,
+                       "host": session.monitor_host, "slurm_job": session.monitor_job,
+                       "heartbeat_interval_s": session.monitor_interval_s, "unsupervised_since": since}  # fmt: skip
             print(json.dumps({"session": session.id, "name": session.name, "status": session.status,
                               "monitor": monitor, "jobs": rows,
                               "exclusions": [e.to_record() for e in excluded]}, indent=2))  # fmt: skip
@@ -89,18 +92,29 @@ def monitor_line(session: SessionInfo, live: Liveness, resume: str) -> str:
     return f"monitor: NOT RUNNING ({live.detail}); its jobs are not watched. Resume with: {resume}"
 
 
+def monitor_word(session: SessionInfo, live: Liveness) -> str:
+    """One cell: `alive (...)`, or for an active session nobody watches, since when."""
+    if live.alive:
+        return f"alive ({live.detail})"
+    if session.status != SessionStatus.ACTIVE.value:
+        return "-"
+    return f"NOT RUNNING ({live.detail})"
+
+
 def sessions_command(args: argparse.Namespace) -> int:
     store, _ = open_store(args, read_only=True)
     with store:
+        now = datetime.now(UTC)
         rows = [
             {"id": s.id, "name": s.name, "status": s.status, "created": f"{s.created_at:%Y-%m-%d %H:%M:%S}",
-             "jobs": len(store.jobs_for_session(s.id)), "monitor_pid": s.monitor_pid}
+             "jobs": len(store.jobs_for_session(s.id)), "monitor_pid": s.monitor_pid,
+             "monitor": monitor_word(s, monitor_liveness(s, now))}
             for s in store.list_sessions()
         ]  # fmt: skip
     print(
         json.dumps(rows, indent=2)
         if args.json
-        else render_table(rows, ("id", "name", "status", "created", "jobs", "monitor_pid"))
+        else render_table(rows, ("id", "name", "status", "created", "jobs", "monitor_pid", "monitor"))
     )
     return 0
 

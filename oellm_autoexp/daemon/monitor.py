@@ -33,6 +33,7 @@ from oellm_autoexp.adapters.store.buffer import BufferedStore, is_disk_full
 from oellm_autoexp.adapters.store.snapshot import SNAPSHOT_FILENAME, write_snapshot
 from oellm_autoexp.adapters.store.sqlite_store import (
     AttemptInfo,
+    Fenced,
     JobInfo,
     JobStatus,
     SessionStatus,
@@ -70,6 +71,7 @@ from oellm_autoexp.daemon.strays import StrayNet
 from oellm_autoexp.daemon.submitter import Submitter
 from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt
 
+DEFAULT_POLL_S = 10.0  # a monitor with no job to watch (its sessions are done)
 FLUSH_WAIT_S = 2.0  # how long a job's end waits for the tailer to read its last lines
 QUEUE_WAIT_S = 0.5  # the loop wakes at least this often to notice a stop request
 # monitor_state.json is rewritten at most this often while running (and always at the end): it
@@ -78,7 +80,11 @@ SNAPSHOT_EVERY_S = 5.0
 # Extra polls after a fatal line (seconds from it): the process usually exits within a few seconds.
 FATAL_FOLLOW_UP_POLLS_S = (0.5, 1.5, 3.0, 6.0)
 DEFAULT_LOCK_STALE_S = 120.0  # sessions without active jobs (MonitorSettings.lock_stale_after_s)
-LOCK_LOST_EXIT = 3  # run()'s exit code when another monitor took over a session
+LOCK_LOST_EXIT = 3  # run()'s exit code when another monitor took over a session (or fenced this one off)
+# The loop turns at least every QUEUE_WAIT_S; a turn this much later means the monitor itself stood
+# still (paused, suspended, blocked): it catches up on logs and Slurm before judging (_notice_own_gap).
+OWN_GAP_S = 15.0
+CATCH_UP_WAIT_S = 10.0  # how long a catch-up waits for the tailer to read every log to its end
 STORE_LOST_EXIT = 4  # run()'s exit code when autoexp.db was deleted or replaced under it
 
 
@@ -117,6 +123,8 @@ class Monitor:
         self._snapshot_at = -math.inf  # when monitor_state.json was last written
         self._lock_lost = False  # a heartbeat found another monitor holding a session: stop
         self._store_lost = False  # autoexp.db was deleted or replaced: stop, naming the jobs
+        self._fenced = False  # a write found another monitor's lock generation: stop, write nothing
+        self._turned_at = (time.time(), time.monotonic())  # when the loop last finished a turn
         # Writes nobody waits for go through a buffer that keeps them, in order, while the
         # disk is full (retried each poll); the stray net cancels jobs of ours nobody tracks.
         self._writes = BufferedStore(store, self._say)
@@ -135,33 +143,72 @@ class Monitor:
             settings = [rt.settings for rt in self._runtimes.values()]
             mode = settings[0].log_watch if settings else "auto"
             poll_s = min((poll_interval_s(rt.settings, rt.executor.name) for rt in self._runtimes.values()),
-                         default=10.0)  # fmt: skip
+                         default=DEFAULT_POLL_S)  # fmt: skip
             with LogTailer(self._events.put, self.store, mode=mode, commit_on_emit=False,
                            poll_interval_s=min(s.log_poll_interval_s for s in settings) if settings else 2.0
                            ) as tailer, Ticker(self._events.put, self._intervals(poll_s)) as ticker:  # fmt: skip
                 self._tailer, self._ticker = tailer, ticker
-                resume(self, self._runtimes.values(), self.clock())
-                self._poll(self.clock())
-                while (
-                    not stop.is_set()
-                    and not self._lock_lost
-                    and not self._store_lost
-                    and not self._finished()
-                ):
-                    self._handle(self._next_event())
+                try:
+                    resume(self, self._runtimes.values(), self.clock())
+                    self._poll(self.clock())
+                    while (
+                        not stop.is_set()
+                        and not self._lock_lost
+                        and not self._store_lost
+                        and not self._finished()
+                    ):
+                        self._turn()
+                except Fenced as exc:
+                    # Another monitor took over while this one stood still: it acts now, not us.
+                    self._say(f"STOPPING: {exc}")
+                    self._fenced = self._lock_lost = True
             if self._store_lost:
                 return STORE_LOST_EXIT
             return LOCK_LOST_EXIT if self._lock_lost else self._exit_code()
         finally:
             self._tailer = None
-            if not self._store_lost:
+            if not self._store_lost and not self._fenced:
                 self._writes.flush()
                 self._reads.save()
                 self._write_snapshot()
+            if not self._store_lost:
                 self._release_sessions()
+            why = "fenced: another monitor holds the session" if self._fenced else "disk full"
             for pending in self._writes.pending():
-                self._say(f"NOT SAVED (disk full): {pending.describe()}")
+                self._say(f"NOT SAVED ({why}): {pending.describe()}")
             self._observer.close()
+
+    def _turn(self) -> None:
+        """One turn of the loop: the next event, after noticing whether the monitor itself stood still."""
+        event = self._next_event()
+        self._notice_own_gap()
+        self._handle(event)
+        self._turned_at = (time.time(), time.monotonic())
+
+    def _notice_own_gap(self) -> None:
+        """A turn much later than the loop's wake-up interval: this process was paused (SIGSTOP, a
+        suspended VM, an overloaded login node) or blocked. What happened meanwhile is in the logs
+        and in Slurm, not yet in the views: read every log and poll Slurm before any time-based
+        verdict, so that the monitor's own pause is never taken for the job's hang.
+
+        Both clocks are asked: the monotonic one runs on through SIGSTOP, the wall clock through a
+        suspended machine. Neither is the injectable `self.clock` (a test's virtual time).
+        """
+        wall, mono = time.time(), time.monotonic()
+        gap_s = max(wall - self._turned_at[0], mono - self._turned_at[1])
+        if gap_s < OWN_GAP_S:
+            return
+        self._say(f"the monitor itself stood still for {gap_s:.0f} s (paused, suspended or blocked): "
+                  "checking its lock, reading every log and polling Slurm before judging anything")  # fmt: skip
+        self._heartbeat(self.clock())  # taken over meanwhile? then stop before acting
+        if self._lock_lost or self._store_lost:
+            return
+        self.store.check_fence()
+        if self._tailer is not None:
+            self._tailer.rescan()
+            self._tailer.sync(CATCH_UP_WAIT_S)
+            self._drain_log_events()
+        self._poll(self.clock())
 
     def _intervals(self, poll_s: float) -> dict[str, float]:
         settings = list(self._runtimes.values())
@@ -199,7 +246,8 @@ class Monitor:
         stale_after_s = min((rt.settings.lock_stale_after_s for rt in self._runtimes.values()),
                             default=DEFAULT_LOCK_STALE_S)  # fmt: skip
         stale = self._locks.stale_holders(utc(self.clock()), stale_after_s)
-        self._locks.acquire(utc(self.clock()), stale_after_s)
+        interval_s = self._intervals(DEFAULT_POLL_S)[Tick.HEARTBEAT]
+        self._locks.acquire(utc(self.clock()), stale_after_s, interval_s=interval_s)
         for found in stale_found(stale, stale_after_s, self.clock()):
             self._observer.notice(found)
 
@@ -404,6 +452,10 @@ class Monitor:
             return
         self._tailer.flush(live.log_path)
         self._tailer.sync(FLUSH_WAIT_S)
+        self._drain_log_events()
+
+    def _drain_log_events(self) -> None:
+        """Handle every log event already queued; ticks and follow-ups wait their turn, after."""
         while True:
             try:
                 event = self._events.get_nowait()
@@ -411,7 +463,7 @@ class Monitor:
                 return
             if isinstance(event, LogEvent):
                 self._on_log(event, self.clock())
-            else:  # a tick or a follow-up: handled in turn, after this end
+            else:
                 self._deferred.append(event)
 
     def _drop(self, live: LiveAttempt) -> None:
@@ -459,6 +511,7 @@ class Monitor:
                 self.submit(self._runtimes[job_id], now)
 
     def cancel(self, live: LiveAttempt) -> None:
+        self.store.check_fence()  # Slurm checks no token: a fenced monitor must not scancel
         try:
             live.runtime.executor.cancel(live.executor_id)
         except ExecutorError as exc:

@@ -11,35 +11,23 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from oellm_autoexp.adapters.store.sqlite_store import SessionInfo, SQLiteStore
+from oellm_autoexp.core.host.liveness import Liveness, LockRow, liveness
 from oellm_autoexp.errors import UserError
 
 STALE_AFTER_S = 120.0  # MonitorSettings.lock_stale_after_s's default
-
-
-@dataclass(frozen=True)
-class Liveness:
-    """Whether a session's monitor runs, as `status` shows it."""
-
-    alive: bool
-    detail: str  # "pid 12 on login1, heartbeat 3 s ago" / "none" / "... (pid gone)"
-    heartbeat_age_s: float | None
+MONITOR_JOB_ENV = "AUTOEXP_MONITOR_JOB"  # set by a monitor running as a Slurm job: its job id
 
 
 def monitor_liveness(session: SessionInfo, now: datetime, stale_after_s: float = STALE_AFTER_S) -> Liveness:
-    """Alive: a holder whose heartbeat is younger than `stale_after_s` and, on this host, whose pid runs."""
-    if session.monitor_pid is None or session.monitor_heartbeat is None:
-        return Liveness(False, "none", None)
-    age = (now.astimezone(UTC) - session.monitor_heartbeat.astimezone(UTC)).total_seconds()
-    detail = f"pid {session.monitor_pid} on {session.monitor_host}, heartbeat {age:.0f} s ago"
-    if session.monitor_host == socket.gethostname() and not pid_runs(session.monitor_pid):
-        return Liveness(False, f"{detail} (that pid is gone)", age)
-    if age > stale_after_s:
-        return Liveness(False, f"{detail} (stale: more than {stale_after_s:.0f} s)", age)
-    return Liveness(True, detail, age)
+    """Alive: a holder whose heartbeat is younger than a few of its beats and, on this host, whose pid runs."""
+    lock = LockRow(session.monitor_pid, session.monitor_host, session.monitor_heartbeat,
+                   session.monitor_interval_s, session.monitor_job, session.monitor_left_at)  # fmt: skip
+    here = session.monitor_pid is not None and session.monitor_host == socket.gethostname()
+    pid_alive = pid_runs(session.monitor_pid) if here and session.monitor_pid is not None else None
+    return liveness(lock, now, stale_after_s=stale_after_s, pid_alive=pid_alive)
 
 
 def pid_runs(pid: int) -> bool:
@@ -82,8 +70,13 @@ class SessionLocks:
         self.session_ids = list(session_ids)
         self.pid, self.host = os.getpid(), socket.gethostname()
 
-    def acquire(self, now: datetime, stale_after_s: float) -> None:
-        """Take every session's lock, or none: MonitorLockHeld names the holder."""
+    def acquire(self, now: datetime, stale_after_s: float, *, interval_s: float | None = None) -> None:
+        """Take every session's lock, or none: MonitorLockHeld names the holder.
+
+        Each lock taken bumps the session's generation, which the store then checks at every
+        write (fencing). `interval_s`: our heartbeat interval, for `status`'s liveness. A monitor
+        started as a Slurm job names it in $AUTOEXP_MONITOR_JOB (shown by `status`).
+        """
         taken: list[int] = []
         try:
             for sid in self.session_ids:
@@ -94,8 +87,9 @@ class SessionLocks:
                     session.monitor_pid if self._is_dead(session.monitor_pid, session.monitor_host) else None
                 )
                 self.store.acquire_monitor_lock_or_raise(
-                    sid, pid=self.pid, host=self.host, now=now, stale_after_s=stale_after_s, dead_pid=dead
-                )
+                    sid, pid=self.pid, host=self.host, now=now, stale_after_s=stale_after_s, dead_pid=dead,
+                    interval_s=interval_s, job=os.environ.get(MONITOR_JOB_ENV) or None,
+                )  # fmt: skip
                 taken.append(sid)
         except BaseException:
             for sid in taken:

@@ -40,6 +40,7 @@ class StrayNet:
         for stray in find_strays(unwatched, known, self.session_ids):
             if stray.executor_id in self._cancelled:
                 continue
+            self.store.check_fence()
             try:
                 executor.cancel(stray.executor_id)
             except ExecutorError as exc:

@@ -45,9 +45,13 @@ class IntentUnsettled(Exception):
         self.ready_at_s = ready_at_s  # when it may be abandoned if its tag is still unknown
 
 
-def submit_tag(session_id: int, job_id: int, attempt_no: int) -> str:
-    """Unique per submission; safe inside an sbatch --comment (no spaces or quotes)."""
-    return f"autoexp-{session_id}-{job_id}-{attempt_no}-{uuid.uuid4().hex[:8]}"
+def submit_tag(session_id: int, job_id: int, attempt_no: int, generation: int | None = None) -> str:
+    """Unique per submission; safe inside an sbatch --comment (no spaces or quotes).
+
+    `generation`: the submitting monitor's lock generation (core/jobs/strays.py `tag_generation`).
+    """
+    suffix = f"-g{generation}" if generation is not None else ""
+    return f"autoexp-{session_id}-{job_id}-{attempt_no}-{uuid.uuid4().hex[:8]}{suffix}"
 
 
 class Submitter:
@@ -104,7 +108,7 @@ class Submitter:
         plan = self._attempt_plan(rt, attempt_no)
         if plan is None:
             return None
-        tag = submit_tag(job.session_id, job.id, attempt_no)
+        tag = submit_tag(job.session_id, job.id, attempt_no, self.store.fence_generation(job.session_id))
         try:
             attempt_id = self.store.record_intent(job.id, attempt_no, tag, now=utc(now))
         except Exception as exc:
@@ -122,6 +126,7 @@ class Submitter:
             self._fan_out(rt, plan, attempt_id, extra, exclude_nodes, now)
             return None  # the monitor watches the attempt once a candidate wins
         extra.append(f"--comment={tag}")
+        self.store.check_fence()  # a monitor paused since its intent was recorded must not submit now
         try:
             executor_id = submit_plan(rt.executor, plan, extra)
         except ExecutorError as exc:

@@ -22,6 +22,10 @@ class SessionInfo:
     monitor_pid: int | None
     monitor_host: str | None
     monitor_heartbeat: datetime | None
+    monitor_generation: int = 0  # the lock's fencing token (+1 per monitor that took it)
+    monitor_interval_s: float | None = None  # the holder's heartbeat interval
+    monitor_job: str | None = None  # the holder's Slurm job id, when the monitor runs as a Slurm job
+    monitor_left_at: datetime | None = None  # when the last holder let go (unsupervised since)
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,8 @@ class LogReadWrite:
 def session_info(r: SessionRow) -> SessionInfo:
     return SessionInfo(
         r.id, r.name, r.config_path, r.config_json, r.created_at, r.status,
-        r.monitor_pid, r.monitor_host, r.monitor_heartbeat,
+        r.monitor_pid, r.monitor_host, r.monitor_heartbeat, r.monitor_generation or 0, r.monitor_interval_s,
+        r.monitor_job, r.monitor_left_at,
     )  # fmt: skip
 
 

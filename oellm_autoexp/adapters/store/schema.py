@@ -86,6 +86,16 @@ class SessionRow(Base):
     monitor_pid: Mapped[int | None] = mapped_column()  # pid of the monitor holding the lock; NULL = free
     monitor_host: Mapped[str | None] = mapped_column(String(255))  # host that pid runs on
     monitor_heartbeat: Mapped[datetime | None] = mapped_column()  # the lock holder's last sign of life
+    # The fencing token: +1 each time a monitor takes the lock. A write of a monitor whose generation is
+    # no longer the session's is refused in its own transaction (a paused monitor that woke up).
+    monitor_generation: Mapped[int] = mapped_column(default=0)
+    monitor_interval_s: Mapped[float | None] = mapped_column()  # the holder's heartbeat interval
+    monitor_job: Mapped[str | None] = mapped_column(
+        String(64)
+    )  # the holder's Slurm job id, when it runs as one
+    monitor_left_at: Mapped[datetime | None] = (
+        mapped_column()
+    )  # when the last holder let go: unsupervised since
 
 
 class JobRow(Base):
@@ -307,8 +317,16 @@ def _v4_to_v5(conn: Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX ix_candidates_attempt_id ON candidates (attempt_id)")
 
 
+def _v5_to_v6(conn: Connection) -> None:
+    """v6: the monitor lock's fencing generation, heartbeat interval, Slurm job and when it was let go."""
+    conn.exec_driver_sql("ALTER TABLE sessions ADD COLUMN monitor_generation INTEGER NOT NULL DEFAULT 0")
+    conn.exec_driver_sql("ALTER TABLE sessions ADD COLUMN monitor_interval_s DOUBLE")
+    conn.exec_driver_sql("ALTER TABLE sessions ADD COLUMN monitor_job VARCHAR(64)")
+    conn.exec_driver_sql("ALTER TABLE sessions ADD COLUMN monitor_left_at VARCHAR(32)")
+
+
 # MIGRATIONS[i] upgrades a database from version i + 1 to version i + 2.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6)
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 
 

@@ -118,6 +118,18 @@ class DuplicateAttempt(StoreError):
     """An attempt with this number (or tag) is already recorded for the job."""
 
 
+class Fenced(Exception):
+    """This monitor's lock generation is no longer the session's: another monitor took over."""
+
+    def __init__(self, session_id: int, ours: int, current: int) -> None:
+        super().__init__(
+            f"session {session_id}: this monitor (lock generation {ours}) was fenced off: another monitor "
+            f"took the session over (generation {current}) while this one was paused or cut off; it "
+            "writes, submits and cancels nothing more and exits"
+        )
+        self.session_id, self.ours, self.current = session_id, ours, current
+
+
 class MonitorLockHeld(UserError):
     """Another monitor holds the session; the message names its pid and host."""
 
@@ -189,6 +201,7 @@ class SQLiteStore:
             self._engine.dispose()
             raise
         self._identity = file_identity(self.path)  # is_intact() compares against it
+        self._fence: dict[int, int] = {}  # session id -> the lock generation this store's monitor holds
 
     def close(self) -> None:
         """Close every pooled connection (and with them the WAL/shm file handles)."""
@@ -216,9 +229,40 @@ class SQLiteStore:
             yield db
 
     @contextmanager
-    def _write(self) -> Iterator[Session]:
+    def _write(self, *, fenced: bool = True) -> Iterator[Session]:
+        """A write transaction (BEGIN IMMEDIATE: the write lock is ours from its first statement).
+
+        While this store holds monitor locks (`hold_fence`), every write first checks, inside
+        the same transaction, that each held session's generation is still ours: a monitor
+        that was paused while another took over is refused before it writes anything.
+        """
         with self._write_sessions() as db, db.begin():
+            if fenced and self._fence:
+                self._check_fence(db)
             yield db
+
+    def _check_fence(self, db: Session) -> None:
+        rows = db.execute(
+            select(SessionRow.id, SessionRow.monitor_generation).where(SessionRow.id.in_(list(self._fence)))
+        )
+        for session_id, generation in rows:
+            ours = self._fence[session_id]
+            if generation != ours:
+                raise Fenced(session_id, ours, generation)
+
+    def hold_fence(self, session_id: int, generation: int) -> None:
+        """From now on, every write of this store requires the session's generation to be `generation`."""
+        self._fence[session_id] = generation
+
+    def fence_generation(self, session_id: int) -> int | None:
+        """The lock generation this store holds for the session (None: it holds no lock on it)."""
+        return self._fence.get(session_id)
+
+    def check_fence(self) -> None:
+        """Raise Fenced when a held session was taken over: call before sbatch and scancel."""
+        if self._fence:
+            with self._read() as db:
+                self._check_fence(db)
 
     # The store's companion modules (store_candidates.py) use these for their own tables.
     reading = _read
@@ -280,8 +324,14 @@ class SQLiteStore:
         now: datetime,
         stale_after_s: float,
         dead_pid: int | None = None,
+        interval_s: float | None = None,
+        job: str | None = None,
     ) -> bool:
         """Take the session's monitor lock in one UPDATE; False if someone else holds it.
+
+        Taking it bumps the session's generation (the fencing token) and this store holds it
+        from then on: every later write checks it (`_write`). `interval_s` is our heartbeat
+        interval (`status` calls a holder stale after a few missed beats), `job` our Slurm job id.
 
         The lock is free when nobody holds it, when the holder's heartbeat is
         older than `stale_after_s`, when we already hold it (same pid and host),
@@ -299,10 +349,18 @@ class SQLiteStore:
         stmt = (
             update(SessionRow)
             .where(SessionRow.id == session_id, or_(*free))
-            .values(monitor_pid=pid, monitor_host=host, monitor_heartbeat=now)
-        )
-        with self._write() as db:
-            return _rowcount(db.execute(stmt)) == 1
+            .values(
+                monitor_pid=pid, monitor_host=host, monitor_heartbeat=now,
+                monitor_generation=SessionRow.monitor_generation + 1, monitor_interval_s=interval_s,
+                monitor_job=job, monitor_left_at=None,
+            )
+        )  # fmt: skip
+        with self._write(fenced=False) as db:
+            if _rowcount(db.execute(stmt)) != 1:
+                return False
+            generation = db.scalar(select(SessionRow.monitor_generation).where(SessionRow.id == session_id))
+        self.hold_fence(session_id, int(generation or 0))
+        return True
 
     def acquire_monitor_lock_or_raise(
         self,
@@ -313,11 +371,14 @@ class SQLiteStore:
         now: datetime,
         stale_after_s: float,
         dead_pid: int | None = None,
+        interval_s: float | None = None,
+        job: str | None = None,
     ) -> None:
         """acquire_monitor_lock, raising MonitorLockHeld (naming the holder) when refused."""
         if self.acquire_monitor_lock(
-            session_id, pid=pid, host=host, now=now, stale_after_s=stale_after_s, dead_pid=dead_pid
-        ):
+            session_id, pid=pid, host=host, now=now, stale_after_s=stale_after_s, dead_pid=dead_pid,
+            interval_s=interval_s, job=job,
+        ):  # fmt: skip
             return
         held = self.get_session(session_id)
         if held is None:
@@ -328,25 +389,35 @@ class SQLiteStore:
         """Refresh our heartbeat; False means the lock was taken from us: stop monitoring."""
         stmt = (
             update(SessionRow)
-            .where(
-                SessionRow.id == session_id, SessionRow.monitor_pid == pid, SessionRow.monitor_host == host
-            )
+            .where(SessionRow.id == session_id, *self._holder(session_id, pid, host))
             .values(monitor_heartbeat=now)
         )
-        with self._write() as db:
+        with self._write(fenced=False) as db:
             return _rowcount(db.execute(stmt)) == 1
 
-    def release_monitor_lock(self, session_id: int, *, pid: int, host: str) -> None:
-        """Free the lock if we hold it; a lock someone else took over is left alone."""
+    def _holder(self, session_id: int, pid: int, host: str) -> list[Any]:
+        """WHERE terms that match the session row only while we hold its lock."""
+        terms = [SessionRow.monitor_pid == pid, SessionRow.monitor_host == host]
+        if session_id in self._fence:
+            terms.append(SessionRow.monitor_generation == self._fence[session_id])
+        return terms
+
+    def release_monitor_lock(
+        self, session_id: int, *, pid: int, host: str, now: datetime | None = None
+    ) -> None:
+        """Free the lock if we hold it; a lock someone else took over is left alone.
+
+        `monitor_left_at` records when: from then on the session is unsupervised.
+        """
         stmt = (
             update(SessionRow)
-            .where(
-                SessionRow.id == session_id, SessionRow.monitor_pid == pid, SessionRow.monitor_host == host
-            )
-            .values(monitor_pid=None, monitor_host=None, monitor_heartbeat=None)
-        )
-        with self._write() as db:
+            .where(SessionRow.id == session_id, *self._holder(session_id, pid, host))
+            .values(monitor_pid=None, monitor_host=None, monitor_heartbeat=None, monitor_job=None,
+                    monitor_left_at=now or datetime.now(UTC))
+        )  # fmt: skip
+        with self._write(fenced=False) as db:
             db.execute(stmt)
+        self._fence.pop(session_id, None)
 
     # -- jobs -----------------------------------------------------------------------------------
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from oellm_autoexp.core.jobs.job_state import JobState, is_alive
 
 TAG_PREFIX = "autoexp-"
-# submit_tag(): autoexp-<session>-<job>-<attempt>-<8 hex>; a fan-out candidate adds -c<N>
-# (daemon/fanout.py) and belongs to the same attempt.
-_TAG = re.compile(r"^(autoexp-(\d+)-(\d+)-(\d+)-[0-9a-f]{8})(?:-c\d+)?$")
+# submit_tag(): autoexp-<session>-<job>-<attempt>-<8 hex>[-g<generation>]; the generation is the
+# submitting monitor's lock generation (its fencing token: Slurm checks none, so it travels in the
+# job's comment). A fan-out candidate adds -c<N> (daemon/fanout.py) and belongs to the same attempt.
+_TAG = re.compile(r"^(autoexp-(\d+)-(\d+)-(\d+)-[0-9a-f]{8}(?:-g(\d+))?)(?:-c\d+)?$")
 _UNCONFIRMED = "intended"
 _ABANDONED = "abandoned"
 
@@ -63,6 +64,12 @@ def parse_tag(tag: str) -> tuple[int, int, int] | None:
     """`autoexp-3-7-2-1a2b3c4d` -> (session 3, job 7, attempt 2); None for any other comment."""
     match = _TAG.match(tag.strip())
     return (int(match[2]), int(match[3]), int(match[4])) if match else None
+
+
+def tag_generation(tag: str) -> int | None:
+    """The lock generation of the monitor that submitted the job (`-g<N>`); None for older tags."""
+    match = _TAG.match(tag.strip())
+    return int(match[5]) if match and match[5] else None
 
 
 def attempt_tag(tag: str) -> str:
