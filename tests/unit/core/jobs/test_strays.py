@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.slurm_parse import parse_squeue_tagged
-from oellm_autoexp.core.jobs.strays import KnownAttempt, TaggedJob, find_strays, parse_tag
+from oellm_autoexp.core.jobs.strays import (
+    KnownAttempt,
+    TaggedJob,
+    attempt_tag,
+    find_strays,
+    parse_tag,
+    tag_generation,
+)
 
 TAG1 = "autoexp-1-7-1-0000abcd"
 TAG2 = "autoexp-1-7-2-1111abcd"
@@ -19,6 +26,17 @@ def test_tag_is_parsed_and_other_comments_are_not_tags() -> None:
     assert parse_tag(TAG2) == (1, 7, 2)
     assert parse_tag("my run, please keep") is None
     assert parse_tag("autoexp-1-7-2-NOTHEX!!") is None
+
+
+def test_the_submitting_monitors_generation_travels_in_the_tag() -> None:
+    """`-g<N>` names the lock generation of the monitor that submitted the job (its fencing token):
+    the tag still parses to its session, job and attempt, a fan-out candidate's `-c<N>` is still
+    the same attempt, and tags from before the generation existed still parse (generation None)."""
+    tagged = "autoexp-3-7-2-1a2b3c4d-g5"
+    assert parse_tag(tagged) == (3, 7, 2) and tag_generation(tagged) == 5
+    assert attempt_tag(tagged + "-c1") == tagged and tag_generation(tagged + "-c1") == 5
+    assert tag_generation("autoexp-3-7-2-1a2b3c4d") is None
+    assert tag_generation("my run") is None
 
 
 def test_tracked_attempt_and_unconfirmed_intent_are_not_strays() -> None:
