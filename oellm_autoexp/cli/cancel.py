@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from oellm_autoexp.adapters.executors.base import ExecutorError
+from oellm_autoexp.adapters.executors.base import Executor, ExecutorError
 from oellm_autoexp.adapters.store.sqlite_store import JobStatus
 from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_store
+from oellm_autoexp.core.jobs.job_state import is_alive
+from oellm_autoexp.core.jobs.strays import parse_tag
 from oellm_autoexp.daemon.session import job_runtime
 
 
@@ -30,10 +32,32 @@ def cancel_command(args: argparse.Namespace) -> int:
                 job.id, JobStatus.CANCELLED_BY_USER.value, "Cancelled by user (autoexp cancel)"
             )
             latest = store.latest_attempt(job.id)
-            if latest and latest.executor_job_id and latest.ended_at is None:
+            executor = job_runtime(job, state).executor
+            ids = (
+                [latest.executor_job_id]
+                if latest and latest.executor_job_id and latest.ended_at is None
+                else []
+            )
+            ids += [i for i in tagged_jobs_of(executor, session.id, job.id) if i not in ids]
+            for job_id in ids:
                 try:
-                    job_runtime(job, state).executor.cancel(latest.executor_job_id)
+                    executor.cancel(job_id)
                 except ExecutorError as exc:
-                    print(f"warning: cancelling job {latest.executor_job_id} failed: {exc}")
-            print(f"cancelled {job.name}" + (f" (job {latest.executor_job_id})" if latest else ""))
+                    print(f"warning: cancelling job {job_id} failed: {exc}")
+            print(f"cancelled {job.name}" + (f" (job {', '.join(ids)})" if ids else ""))
     return 0
+
+
+def tagged_jobs_of(executor: Executor, session_id: int, job_id: int) -> list[str]:
+    """Every live job in the queue whose submit tag names this session's job, whatever attempt
+    (a job submitted by a monitor that was then fenced off, a stray the monitor did not see)."""
+    try:
+        _, tagged = executor.query_tagged([])
+    except ExecutorError as exc:
+        print(f"warning: could not list the session's jobs in the queue: {exc}")
+        return []
+    return [
+        t.executor_id
+        for t in tagged
+        if is_alive(t.state) and (parse_tag(t.tag) or ())[:2] == (session_id, job_id)
+    ]

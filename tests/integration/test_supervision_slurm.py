@@ -111,3 +111,27 @@ def test_the_only_monitors_own_pause_is_not_the_jobs_hang(autoexp: AutoexpEnv) -
     assert "stood still" in said and "hang detected" not in said, said
     assert len(autoexp.attempts()) == 1
     assert autoexp.reasons() == [("stop", COMPLETED)]
+
+
+def test_autoexp_cancel_finds_every_job_of_the_session_by_its_tag(autoexp: AutoexpEnv) -> None:
+    """A second live job carrying the session's tag for the same job (what a fenced-off monitor
+    could have submitted) is cancelled by `autoexp cancel` together with the tracked attempt, while
+    a job of another session's tag is left alone."""
+    script = autoexp.script("wait_for never\n")
+    monitor = autoexp.start("run", str(autoexp.experiment(["bash", str(script)])))
+    tracked = autoexp.running(1)
+    job = autoexp.job()
+    wrap = ["sbatch", "--parsable", "--wrap", "sleep 300", "-o", "/dev/null"]
+    stray = slurm_lines([*wrap, f"--comment=autoexp-{job.session_id}-{job.id}-7-0badf00d-g9"])[0]
+    other = slurm_lines([*wrap, f"--comment=autoexp-{job.session_id + 100}-{job.id}-1-0badf00d"])[0]
+    autoexp.extra_jobs += [stray, other]
+    cancelled = autoexp.cli("cancel", timeout_s=30)
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    assert tracked in cancelled.stdout and stray in cancelled.stdout, cancelled.stdout
+    autoexp.finish(monitor)
+    states = {
+        i: slurm_lines(["squeue", "--noheader", "--states=all", "--jobs", i, "-o", "%T"])
+        for i in (tracked, stray, other)
+    }
+    assert states[other] == ["RUNNING"] or states[other] == ["PENDING"], states
+    assert all(s in ([], ["CANCELLED"], ["COMPLETING"]) for s in (states[tracked], states[stray])), states
