@@ -178,6 +178,18 @@ def soak_restarts(d: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
+def soak_supervision(d: dict[str, Any]) -> list[str]:
+    return [
+        "| cycles | monitors started / SIGKILLed / SIGSTOPped | taken over / fenced off (exit 3) | time | "
+        "overlaps | charged twice | healthy cancelled | not restarted | lost | duplicates | decisions missing |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| {d['cycles']} | {d['started']} / {d['killed']} / {d['paused']} | {d['taken_over']} / "
+        f"{d['fenced_exit_3']} | {d['seconds']:.0f} s | {d['overlaps']} | {d['charged_twice']} | "
+        f"{d['healthy_cancelled']} | {d['failures_not_restarted']} | {d['jobs_lost']} | {d['duplicates']} | "
+        f"{d['decisions_missing']} |",
+    ]  # fmt: skip
+
+
 def time_to_gpu(d: dict[str, Any]) -> list[str]:
     load = ", ".join(
         f"{p}: {v['queued']} queued, {v['seconds'][0]:g}-{v['seconds'][1]:g} s jobs"
@@ -252,6 +264,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "replay": replay,
     "time_to_gpu": time_to_gpu,
     "soak_restarts": soak_restarts,
+    "soak_supervision": soak_supervision,
 }
 DOC_RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"classify_engines": classify_engines}
 
