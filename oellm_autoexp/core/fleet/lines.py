@@ -70,9 +70,8 @@ def render(variant: Variant, names: Names, *, step_s: float, at_startup: bool, p
         fault_at = PRELUDE_STEPS * step_s + phase_s
     for spec in variant.lines:
         for r in range(spec.repeat):
-            text = spec.text.format(
-                node=names.node, peer=names.peer, job=JOB_ID, rank=FAULTY_RANK, prank=PEER_RANK + r
-            )
+            text = _fill(spec.text, {"node": names.node, "peer": names.peer, "job": JOB_ID,
+                                     "rank": str(FAULTY_RANK), "prank": str(PEER_RANK + r)})  # fmt: skip
             timed.append((fault_at + spec.after_s, text))
     timed.sort(key=lambda item: item[0])  # stable: lines of one time keep their order
     if variant.hangs:
@@ -88,3 +87,10 @@ def render(variant: Variant, names: Names, *, step_s: float, at_startup: bool, p
         slurm=SlurmView(running_at_s=0.0, end_at_s=end_at, end=end),
         fault_at_s=fault_at,
     )
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    """`{name}` placeholders filled; other braces (a quoted Rust error's `{ code: 28 }`) left alone."""
+    for name, value in values.items():
+        text = text.replace("{" + name + "}", value)
+    return text
