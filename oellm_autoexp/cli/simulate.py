@@ -23,7 +23,7 @@ from oellm_autoexp.errors import UserError
 _FLAGS = {
     "gpus": int, "gpus_per_node": int, "days": float, "checkpoint_min": float, "save_s": float,
     "load_s": float, "startup_s": float, "queue_median_s": float, "seed": int, "exclusion_ttl_h": float,
-    "site_drains_p": float, "pool_factor": float,
+    "site_drains_p": float, "pool_factor": float, "lemon_strike_p": float,
 }  # fmt: skip
 
 

@@ -60,6 +60,9 @@ class SimSettings(BaseModel):
     # lognormal time (InfiniteHBD node-down: median 20.4 h, p90 309 h -> sigma 2.12).
     lemon_share: float = Field(default=0.3, ge=0, le=1)
     lemon_days: float = Field(default=14.0, ge=0)
+    # A lemon fails intermittently: an attempt that gets it fails at start-up with this chance
+    # (a node broken for good, before its repair, fails every attempt) (J).
+    lemon_strike_p: float = Field(default=0.3, ge=0, le=1)
     repair_median_h: float = Field(default=20.4, ge=0)
     repair_sigma: float = Field(default=2.12, ge=0)
     # The site's own health checks (NHC in the epilog, Meta's 5-minute checks) drain a broken node

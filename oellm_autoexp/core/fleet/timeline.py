@@ -160,10 +160,9 @@ class _Run:
         for node, (_, bad) in sorted(self.bad.items()):
             if bad.slurm_drains or node in excluded or self.site_drained(node):
                 continue
-            if (
-                stream(self.settings.seed, "same-node", index, occurrence, node).random()
-                < self.settings.same_node_p
-            ):
+            draw = stream(self.settings.seed, "same-node", index, occurrence, node)
+            strikes_p = self.settings.lemon_strike_p if bad.lemon else 1.0  # a lemon fails now and then
+            if draw.random() < self.settings.same_node_p and draw.random() < strikes_p:
                 return "repeated_bad_node", bad
         return None
 
