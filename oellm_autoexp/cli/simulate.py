@@ -47,6 +47,9 @@ def register(subparsers: Any) -> None:
                             help="(default: the mix's setting, else docs/simulate.md)")  # fmt: skip
     parser.add_argument("--policies", default=",".join(POLICIES),
                         help=f"comma-separated, from {', '.join(POLICIES + EXTRA_POLICIES)}")  # fmt: skip
+    parser.add_argument("--also", action="append", default=[], metavar="'KEY=VALUE ...'",
+                        help="ours again with these monitor overrides, on the same faults (repeatable): "
+                             "--also restart=fleet")  # fmt: skip
     parser.add_argument(
         "--experiment", metavar="EXP.yaml", help="take the monitor's policy and patterns from it"
     )
@@ -62,11 +65,15 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(mix.settings, {k: getattr(args, k) for k in _FLAGS}, f"--mix {args.mix}")
     setup = setup_from_config(args.experiment, args.overrides, args.config_dir)
     policies = _policies(args.policies)
-    result = simulate(mix, settings, setup, policies)
+    variants = {
+        text: setup_from_config(args.experiment, [*args.overrides, *text.split()], args.config_dir)
+        for text in args.also
+    }
+    result = simulate(mix, settings, setup, policies, variants)
     if args.plot:
         from oellm_autoexp.adapters.fs.fleet_plots import write_plots  # matplotlib only when asked
 
-        result["plots"] = write_plots(args.plot, mix, settings, setup, policies)
+        result["plots"] = write_plots(args.plot, mix, settings, setup, policies, variants)
     if args.json:
         print(json.dumps(result, indent=1))
         return 0

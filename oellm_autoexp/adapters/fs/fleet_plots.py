@@ -6,7 +6,7 @@ says so and nothing else changes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,9 @@ STYLE = {"autoexp": "o-", "upstream": "s--", "upstream_main": "v--", "none": "x:
 
 
 def write_plots(
-    directory: str, mix: Mix, settings: SimSettings, setup: ReplaySetup, policies: Sequence[str]
-) -> dict[str, Any]:
+    directory: str, mix: Mix, settings: SimSettings, setup: ReplaySetup, policies: Sequence[str],
+    variants: Mapping[str, ReplaySetup] | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """Two PNGs in `directory` and the data drawn; UserError without matplotlib."""
     try:
         import matplotlib
@@ -33,15 +34,17 @@ def write_plots(
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     drawn = {
-        "job_size": sweep(mix, settings, setup, "gpus", JOB_SIZES_GPUS, policies),
-        "checkpoint_interval": sweep(mix, settings, setup, "checkpoint_min", CHECKPOINT_MINUTES, policies),
+        "job_size": sweep(mix, settings, setup, "gpus", JOB_SIZES_GPUS, policies, variants),
+        "checkpoint_interval": sweep(
+            mix, settings, setup, "checkpoint_min", CHECKPOINT_MINUTES, policies, variants
+        ),
     }
     labels = {"job_size": ("GPUs", True), "checkpoint_interval": ("checkpoint interval (min)", True)}
     files = {}
     for name, data in drawn.items():
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         for policy, values in data["ettr"].items():
-            ax.plot(data["values"], values, STYLE.get(policy, "-"), label=policy)
+            ax.plot(data["values"], values, STYLE.get(policy, "D-."), label=policy)
         xlabel, logx = labels[name]
         ax.set_xlabel(xlabel)
         ax.set_ylabel("ETTR (effective training time ratio)")

@@ -9,7 +9,7 @@ give the same numbers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from oellm_autoexp.core.fleet.autoexp_policy import AutoexpPolicy, Judge
@@ -29,15 +29,25 @@ HOURS_PER_MONTH = 730.0
 
 
 def simulate(
-    mix: Mix, settings: SimSettings, setup: ReplaySetup, policies: Sequence[str] = POLICIES
+    mix: Mix,
+    settings: SimSettings,
+    setup: ReplaySetup,
+    policies: Sequence[str] = POLICIES,
+    variants: Mapping[str, ReplaySetup] | None = None,
 ) -> dict[str, Any]:
-    """Every policy on the same faults; the JSON-ready result (`--json` prints it)."""
+    """Every policy on the same faults; the JSON-ready result (`--json` prints it).
+
+    `variants`: ours again under other monitor setups (label -> setup), shown as `autoexp[label]`.
+    """
     faults = sample_faults(mix, settings)
     judge = Judge(setup, mix, settings)
     ledgers: dict[str, Ledger] = {}
     for name in policies:
         policy = _policy(name, judge, mix, settings)
         ledgers[name] = run_policy(policy, faults, settings, best_case_human=name == "oracle")
+    for label, other in (variants or {}).items():
+        name = f"autoexp[{label}]"
+        ledgers[name] = run_policy(AutoexpPolicy(Judge(other, mix, settings), name=name), faults, settings)
     return {
         "policies": {name: ledger.to_json(settings.gpus) for name, ledger in ledgers.items()},
         "margins_gpu_hours_per_month": _margins(ledgers, settings),

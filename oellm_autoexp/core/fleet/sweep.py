@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from oellm_autoexp.core.fleet.mix import Mix
@@ -16,12 +16,12 @@ CHECKPOINT_MINUTES = (5, 10, 15, 30, 60, 120)
 
 def sweep(
     mix: Mix, settings: SimSettings, setup: ReplaySetup, key: str, values: Sequence[float],
-    policies: Sequence[str] = POLICIES,
+    policies: Sequence[str] = POLICIES, variants: Mapping[str, ReplaySetup] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """{"key", "values", "ettr": {policy: [...]}} with `key` of the settings set to each value in turn."""
-    ettr: dict[str, list[float]] = {p: [] for p in policies}
+    ettr: dict[str, list[float]] = {}
     for value in values:
-        result = simulate(mix, settings.model_copy(update={key: value}), setup, policies)
-        for p in policies:
-            ettr[p].append(result["policies"][p]["ettr"])
+        result = simulate(mix, settings.model_copy(update={key: value}), setup, policies, variants)
+        for p, row in result["policies"].items():
+            ettr.setdefault(p, []).append(row["ettr"])
     return {"key": key, "values": list(values), "ettr": ettr}

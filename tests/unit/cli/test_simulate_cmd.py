@@ -65,3 +65,26 @@ def test_an_unknown_mix_name_or_policy_is_exit_2(capsys: pytest.CaptureFixture[s
     assert "neither a shipped mix" in capsys.readouterr().err
     assert main(["simulate", "--policies", "autoexp,magic", "--days", "1"]) == 2
     assert "magic" in capsys.readouterr().err
+
+
+def test_also_runs_ours_again_with_other_overrides_on_the_same_faults(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--also restart=fleet: a fifth row, `autoexp[restart=fleet]`, on the same fault sequence."""
+    args = [
+        "simulate",
+        "--mix",
+        "llama3",
+        "--gpus",
+        "4096",
+        "--days",
+        "7",
+        "--json",
+        "--also",
+        "restart=fleet",
+    ]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"autoexp", "autoexp[restart=fleet]"} <= set(out["policies"])
+    # The same sequence: each met a prefix of it (a policy that lost more time met fewer).
+    assert 0 < out["policies"]["autoexp[restart=fleet]"]["faults"] <= out["faults"]
