@@ -4,7 +4,7 @@
   the right thing (restarts keeping the broken nodes out, or fixes the bug first).
 - `oracle`: knows at once what struck and which nodes are broken (instant detection, perfect
   blame): restarts at once keeping every broken node out, and for a fault that would strike
-  every attempt (a bug, a config) pages a human who answers as fast as by day. It still pays
+  every attempt (a bug, a config) has a human there at once (no response wait). It still pays
   what no supervisor can avoid: the work since the last checkpoint, the queue, the start-up,
   a human's fix. That is the ceiling for the given checkpoint and restart costs.
 """

@@ -44,7 +44,7 @@ def simulate(
     ledgers: dict[str, Ledger] = {}
     for name in policies:
         policy = _policy(name, judge, mix, settings)
-        ledgers[name] = run_policy(policy, faults, settings, best_case_human=name == "oracle")
+        ledgers[name] = run_policy(policy, faults, settings, human_at_once=name == "oracle")
     for label, other in (variants or {}).items():
         name = f"autoexp[{label}]"
         ledgers[name] = run_policy(AutoexpPolicy(Judge(other, mix, settings), name=name), faults, settings)

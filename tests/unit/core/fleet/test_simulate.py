@@ -110,3 +110,14 @@ def test_a_budget_run_out_stops_and_waits_for_a_human(setup):
         fleet["policies"]["autoexp"]["lost_gpu_hours"]["wrong_stop"]
         < transient["lost_gpu_hours"]["wrong_stop"]
     )
+
+
+def test_the_oracle_is_never_below_on_short_horizons_where_luck_matters(setup):
+    """Two days, many seeds, every policy (upstream's main branch too): no lucky policy beats the oracle."""
+    for mix_name in ("llama3", "byterobust"):
+        mix = read_mix(mix_name)
+        for seed in range(6):
+            settings = settings_from(mix.settings, {"days": 2.0, "seed": seed}, "test")
+            result = simulate(mix, settings, setup, [*POLICIES, "upstream_main"])
+            ettr = {name: p["ettr"] for name, p in result["policies"].items()}
+            assert all(ettr["oracle"] >= v for v in ettr.values()), (mix_name, seed, ettr)
