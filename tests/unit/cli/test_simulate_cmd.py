@@ -88,3 +88,19 @@ def test_also_runs_ours_again_with_other_overrides_on_the_same_faults(
     assert {"autoexp", "autoexp[restart=fleet]"} <= set(out["policies"])
     # The same sequence: each met a prefix of it (a policy that lost more time met fewer).
     assert 0 < out["policies"]["autoexp[restart=fleet]"]["faults"] <= out["faults"]
+
+
+def test_plot_writes_ettr_against_job_size_and_checkpoint_interval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--plot DIR: two PNGs (matplotlib, the `plot` extra, a dev dependency) and the data drawn in the JSON."""
+    args = ["simulate", "--mix", "kokolis", "--days", "0.25", "--json", "--plot", str(tmp_path)]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    files = out["plots"]["files"]
+    assert set(files) == {"job_size", "checkpoint_interval"}
+    for path in files.values():
+        assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    sizes = out["plots"]["data"]["job_size"]
+    assert sizes["values"] == [1024, 2048, 4096, 8192, 16384]
+    assert all(len(v) == 5 for v in sizes["ettr"].values()) and "oracle" in sizes["ettr"]
