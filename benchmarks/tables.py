@@ -213,7 +213,7 @@ def fleet_ettr(d: dict[str, Any]) -> list[str]:
             f"{st['startup_s'] + st['load_s']:.0f} s, queue median {st['queue_median_s']:g} s; {s['faults']:,} faults "
             f"(one every {s['mean_hours_between_faults']} h); simulated in {s['wall_s']:.1f} s.",
             "",
-            "| policy | ETTR | points behind the oracle | of which awaiting a human's fix (their night/weekend wait) "
+            "| policy | ETTR | points behind the oracle | of which a human's response time (awaiting fix) "
             "| GPU-hours per month behind the oracle | restarts | human interventions |",
             "|---|---:|---:|---:|---:|---:|---:|",
         ]  # fmt: skip
