@@ -205,6 +205,66 @@ def time_to_gpu(d: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
+FLEET_ROWS = (
+    ("oracle (instant detection, perfect blame)", "oracle"),
+    ("ours, shipped default (`restart=megatron_transient`)", "autoexp"),
+    ("ours, `restart=fleet`", "autoexp_fleet"),
+    ("upstream production (prod/oellm_32b_dense, auto_restart_ckptreset)", "upstream"),
+    ("upstream main (state restarts, 300 s inactivity)", "upstream_main"),
+    ("no supervisor (a human looks twice a day)", "none"),
+)
+
+
+def fleet_ettr(d: dict[str, Any]) -> list[str]:
+    out = [f"Commit `{d['commit'][:10]}`{' (dirty)' if d['dirty'] else ''}; {d['days']:g} simulated days per setting, "
+           "seed 1, 30-minute checkpoints; one fault sequence per setting, every policy on it.", ""]  # fmt: skip
+    for name, s in d["settings"].items():
+        st = s["settings"]
+        out += [
+            f"**{name}** ({s['mix']['source']}): {st['gpus']:,} GPUs, save {st['save_s']:g} s, restart "
+            f"{st['startup_s'] + st['load_s']:.0f} s, queue median {st['queue_median_s']:g} s; {s['faults']:,} faults "
+            f"(one every {s['mean_hours_between_faults']} h); simulated in {s['wall_s']:.1f} s.",
+            "",
+            "| policy | ETTR | points behind the oracle | of which a human's response time (awaiting fix) "
+            "| GPU-hours per month behind the oracle | restarts | human interventions |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]  # fmt: skip
+        for label, key in FLEET_ROWS:
+            row = s["policies"].get(key)
+            if row is not None:
+                human = row.get("gap_by_cause_points", {}).get("awaiting_fix", 0.0)
+                out.append(f"| {label} | {row['ettr']:.3f} | {row['gap_to_oracle_points']:.1f} | {human:.1f} | "
+                           f"{row['gpu_hours_per_month_behind_oracle']:,} | {row['restarts']:,} | "
+                           f"{row['human_interventions']:,} |")  # fmt: skip
+        ours, up = s["policies"]["autoexp"], s["policies"]["upstream"]
+        fleet = s["policies"]["autoexp_fleet"]
+        per_month = st["gpus"] * 730
+        out += ["", f"Margin per month: ours (shipped) vs upstream {(ours['ettr'] - up['ettr']) * per_month:+,.0f} "
+                    f"GPU-hours, `restart=fleet` vs upstream {(fleet['ettr'] - up['ettr']) * per_month:+,.0f}, "
+                    f"vs none {(ours['ettr'] - s['policies']['none']['ettr']) * per_month:+,.0f}.", ""]  # fmt: skip
+        causes = ("detection_delay", "wrong_stop", "wrong_restart", "repeated_bad_node", "queue_wait",
+                  "lost_work", "restart_overhead", "awaiting_fix", "checkpoint_save")  # fmt: skip
+        out += ["| lost GPU-hours (whole run) | " + " | ".join(c.replace("_", " ") for c in causes) + " |",
+                "|---|" + "---:|" * len(causes)]  # fmt: skip
+        for _label, key in FLEET_ROWS:
+            row = s["policies"].get(key)
+            if row is not None:
+                out.append(
+                    f"| {key} | " + " | ".join(f"{row['lost_gpu_hours'][c]:,.0f}" for c in causes) + " |"
+                )
+        out.append("")
+    if d.get("what_ifs"):
+        out += ["What-ifs, `llama3` setting, one default changed at a time (ours; the oracle beside it):", "",
+                "| change | ETTR | oracle | human interventions | wrong stop | repeated bad node | detection delay |",
+                "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for w in d["what_ifs"]:
+            lost = w["lost_gpu_hours"]
+            out.append(f"| {w['label']} | {w['ettr']:.3f} | {w['oracle_ettr']:.3f} | {w['human_interventions']} | "
+                       f"{lost['wrong_stop']:,.0f} | {lost['repeated_bad_node']:,.0f} | {lost['detection_delay']:,.0f} |")  # fmt: skip
+        out.append("")
+    return out[:-1]
+
+
 # One line per benchmark naming its main figures: the previous run's is shown where it differs.
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "fatal_to_decision": lambda d: (
@@ -236,6 +296,11 @@ HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
         f"{d['cycles']} cycles, {d['monitors_killed']} SIGKILLs: lost {d['jobs_lost']}, duplicates "
         f"{d['duplicates']}, spurious {d['spurious_restarts']}, missing {d['decisions_missing']}"
     ),
+    "fleet_ettr": lambda d: ", ".join(
+        f"{n}: ours {s['policies']['autoexp']['ettr']:.3f}, oracle {s['policies']['oracle']['ettr']:.3f}, "
+        f"upstream {s['policies']['upstream']['ettr']:.3f}"
+        for n, s in d["settings"].items()
+    ),
     "replay": lambda d: (
         f"replay {d['replay_s']:.2f} s, classify {d['classify_s']:.2f} s, ratio {d['ratio']:.2f}"
     ),
@@ -265,6 +330,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "time_to_gpu": time_to_gpu,
     "soak_restarts": soak_restarts,
     "soak_supervision": soak_supervision,
+    "fleet_ettr": fleet_ettr,
 }
 DOC_RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"classify_engines": classify_engines}
 

@@ -1,0 +1,154 @@
+"""Our monitor under fleet faults: its own replay, judge, budgets, blame and exclusions. No I/O.
+
+Nothing here re-implements a decision. Each fault's lines go through `replay_lines`
+(core/replay/replay.py): the classifier, the attempt view, the hang tracker, the settle window
+and `judge()` on a virtual clock, exactly as `autoexp replay` runs them. That replay is cached
+per (family, variant, start-up or not, poll phase): a year of faults needs a few dozen.
+
+What the cache keeps is what does not depend on the job's past: when the verdict came, its
+`Outcome` (core/watch/outcome.py) and the nodes the evidence blames (core/decide/node_blame.py,
+against the attempt's real allocation, as the monitor passes it). What does depend on the
+past is asked for every fault: `decide()` (core/decide/policy.py) with the job's restart
+history (budgets, refills, rate windows, backoff) and its active exclusions
+(core/decide/exclusions.py, with their expiry), as the monitor builds them before a decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from oellm_autoexp.core.decide.exclusions import (
+    Exclusion,
+    active_nodes,
+    exclusions_from_blame,
+    merge_exclusions,
+)
+from oellm_autoexp.core.decide.judge import blame_for
+from oellm_autoexp.core.decide.node_blame import Blame
+from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, RestartRecord, decide
+from oellm_autoexp.core.fleet.engine import RESTART, STOP, Reaction, Strike
+from oellm_autoexp.core.fleet.lines import Names, names_for, render
+from oellm_autoexp.core.fleet.mix import Mix
+from oellm_autoexp.core.fleet.settings import SimSettings
+from oellm_autoexp.core.replay.replay import ReplaySetup, replay_lines
+from oellm_autoexp.core.watch.outcome import Outcome
+
+PHASES = 4  # poll phases a fault can fall on (a quarter of the poll interval apart)
+EPOCH = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday: the simulated clock's zero
+JOB = "fleet"
+
+
+@dataclass(frozen=True)
+class Case:
+    """The monitor's view of one kind of strike, independent of the job's past."""
+
+    detect_s: float  # from the fault's first line (or silence) to the verdict acted on
+    outcome: Outcome | None  # None: the monitor never decided (nothing to act on)
+    blamed: tuple[str, ...]  # canonical node names the evidence singles out
+    cause: str | None  # the error type judged on
+    replay_reason: str  # the decision with an empty history (what `autoexp replay` says)
+
+
+@dataclass
+class Judge:
+    """Replays of strikes through the monitor's own steps, cached per (family, variant, ...)."""
+
+    setup: ReplaySetup
+    mix: Mix
+    settings: SimSettings
+    names: Names = field(init=False)
+    cache: dict[tuple[str, int, bool, int], Case] = field(default_factory=dict)
+    replays: int = 0
+
+    def __post_init__(self) -> None:
+        self.names = names_for(self.settings.nodes)
+
+    def case(self, family: str, variant: int, at_startup: bool, phase: int) -> Case:
+        key = (family, variant, at_startup, phase)
+        found = self.cache.get(key)
+        if found is None:
+            found = self.cache[key] = self._replay(*key)
+        return found
+
+    def _replay(self, family: str, variant: int, at_startup: bool, phase: int) -> Case:
+        self.replays += 1
+        spec = self.mix.families[family].variants[variant]
+        seen = render(spec, self.names, step_s=self.settings.step_s, at_startup=at_startup,
+                      phase_s=self.setup.poll_s * phase / PHASES)  # fmt: skip
+        result = replay_lines(seen.lines, seen.times_s, seen.slurm, self.setup, source=f"fleet:{family}")
+        if not result.decisions:
+            return Case(seen.slurm.end_at_s - seen.fault_at_s, None, (), None, "no decision")
+        last = result.decisions[-1]
+        outcome = last.judgement.outcome
+        signals = [e.signal for e in result.events if e.signal is not None]
+        blame = blame_for(self.setup.policy, outcome, signals, self.names.allocation)
+        return Case(
+            detect_s=max(last.at_s - seen.fault_at_s, 0.0),
+            outcome=outcome,
+            blamed=blame.nodes,
+            cause=outcome.error_type or outcome.kind.value,
+            replay_reason=last.judgement.decision.reason,
+        )
+
+
+@dataclass
+class AutoexpPolicy:
+    """`autoexp`: the shipped monitor with a restart policy, patterns and settings (`setup`)."""
+
+    judge: Judge
+    name: str = "autoexp"
+    restarts: list[RestartRecord] = field(default_factory=list)
+    exclusions: list[Exclusion] = field(default_factory=list)
+    attempt: int = 1
+
+    def react(self, strike: Strike, now: float, bad_nodes: frozenset[str]) -> Reaction:
+        fault = strike.fault
+        phase = (fault.index + strike.occurrence) % PHASES
+        case = self.judge.case(fault.family, fault.variant, strike.at_startup, phase)
+        decided_at = now + case.detect_s
+        if case.outcome is None:
+            return Reaction(STOP, case.detect_s, why=case.replay_reason, cause=None)
+        stamp = EPOCH + timedelta(seconds=decided_at)
+        active = active_nodes(self.exclusions, JOB, stamp)
+        history = RestartHistory(
+            attempt=self.attempt,
+            restarts=tuple(self.restarts),
+            iteration=strike.iteration,
+            excluded_nodes=active,
+        )
+        blamed = tuple(self._real(node, fault.node) for node in case.blamed)
+        decision = decide(self.judge.setup.policy, case.outcome, history, decided_at, blamed=blamed)
+        if decision.action is not DecisionAction.RESTART:
+            return Reaction(STOP, case.detect_s, notified=True, why=decision.reason, cause=case.cause)
+        kept = [Blame(n, "fleet simulation", "log") for n in blamed if n in decision.exclude_nodes]
+        ttl = timedelta(hours=self.judge.settings.exclusion_ttl_h)
+        self.exclusions = merge_exclusions(
+            self.exclusions, exclusions_from_blame(JOB, kept, stamp, ttl), stamp
+        )
+        self.restarts.append(
+            RestartRecord(
+                time_s=decided_at, rule=decision.rule or "", kind=case.outcome.kind,
+                error_type=case.outcome.error_type, iteration=strike.iteration,
+                override_set=decision.override_set,
+            )
+        )  # fmt: skip
+        self.attempt += 1
+        return Reaction(
+            RESTART, case.detect_s, delay_s=decision.delay_s,
+            excluded=frozenset(active_nodes(self.exclusions, JOB, stamp)),
+            why=decision.reason, cause=case.cause,
+            wrong_blame=sum(1 for n in blamed if n != fault.node),
+        )  # fmt: skip
+
+    def excluded_at(self, now: float) -> frozenset[str]:
+        """The nodes still excluded at `now` (exclusions expire)."""
+        return frozenset(active_nodes(self.exclusions, JOB, EPOCH + timedelta(seconds=now)))
+
+    def human_took_over(self, now: float) -> None:
+        # A human resubmits: a new session, so the budgets start again; exclusions stay (the store keeps them).
+        self.restarts, self.attempt = [], 1
+
+    def _real(self, canonical: str, faulty: str) -> str:
+        """The faulty node's canonical name is the fault's node; any other is a healthy one."""
+        return faulty if canonical == self.judge.names.node else f"healthy:{canonical}"

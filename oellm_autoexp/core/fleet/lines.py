@@ -1,0 +1,96 @@
+"""One fault as the monitor would read it: timed log lines and what Slurm says. No I/O.
+
+An attempt's log before the fault: the checkpoint load and a run of Megatron iteration
+lines every `step_s` (so the progress tracker knows the step interval), or, for a fault at
+start-up (a recurring error, a node still broken), only the load. Then the variant's lines,
+each on the ranks that print it (`repeat`: the peers' cascade), and Slurm's end state at
+its time, or a job that stays RUNNING and silent (a hang) until its wall-clock limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oellm_autoexp.core.fleet.mix import Variant
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.replay.log_end import LogEnd, parse_end_state
+from oellm_autoexp.core.replay.replay import SlurmView
+
+PRELUDE_STEPS = 30  # iteration lines before the fault: the tracker learns the step interval from them
+STARTUP_FAULT_S = 120.0  # a fault at start-up strikes this long after the job started running
+WALLTIME_S = 48 * 3600.0  # a hung job is ended by its time limit (TIMEOUT) this long after the fault
+JOB_ID = "7000001"
+FAULTY_RANK = 5
+PEER_RANK = 17  # the first peer rank; repeats count up from here
+
+LOADED = "successfully loaded checkpoint from /checkpoints [ t 1/8, p 1/16 ] at iteration 12000"
+ITERATION = (
+    "[2026-11-23 08:32:38.004485] iteration {i:>8}/ 2000000 | consumed samples: {s:>12} | "
+    "elapsed time per iteration (ms): {ms:.1f} | learning rate: 1.500000E-04 | global batch size:  4096 | "
+    "lm loss: 2.103456E+00 | loss scale: 1.0 | grad norm: 0.412 | number of skipped iterations:   0 | "
+    "number of nan iterations:   0 |"
+)
+
+
+@dataclass(frozen=True)
+class Names:
+    """The attempt's names the lines use: the faulty node, a peer, the allocation."""
+
+    node: str
+    peer: str
+    allocation: tuple[str, ...]
+
+
+def names_for(nodes: int) -> Names:
+    """Canonical node names for an allocation of `nodes` nodes (nid000000, ...)."""
+    allocation = tuple(f"nid{i:06d}" for i in range(max(nodes, 1)))
+    return Names(allocation[0], allocation[-1], allocation)
+
+
+@dataclass(frozen=True)
+class SeenFault:
+    """The lines of one fault with their times, Slurm's view, and when the fault struck."""
+
+    lines: tuple[str, ...]
+    times_s: tuple[float, ...]
+    slurm: SlurmView
+    fault_at_s: float
+
+
+def render(variant: Variant, names: Names, *, step_s: float, at_startup: bool, phase_s: float) -> SeenFault:
+    """The log the monitor reads for one fault of this variant (see the module docstring)."""
+    timed: list[tuple[float, str]] = [(0.0, LOADED)]
+    if at_startup:
+        fault_at = STARTUP_FAULT_S + phase_s
+    else:
+        for k in range(PRELUDE_STEPS):
+            timed.append(
+                ((k + 1) * step_s, ITERATION.format(i=12001 + k, s=(12001 + k) * 4096, ms=step_s * 1000))
+            )
+        fault_at = PRELUDE_STEPS * step_s + phase_s
+    for spec in variant.lines:
+        for r in range(spec.repeat):
+            text = _fill(spec.text, {"node": names.node, "peer": names.peer, "job": JOB_ID,
+                                     "rank": str(FAULTY_RANK), "prank": str(PEER_RANK + r)})  # fmt: skip
+            timed.append((fault_at + spec.after_s, text))
+    timed.sort(key=lambda item: item[0])  # stable: lines of one time keep their order
+    if variant.hangs:
+        end_at = fault_at + WALLTIME_S
+        end: LogEnd = LogEnd(JobState.TIMEOUT, None, "the wall-clock limit of a hung job")
+    else:
+        end_at = fault_at + variant.end_after_s
+        end = parse_end_state(variant.end)
+    end_at = max(end_at, timed[-1][0])
+    return SeenFault(
+        lines=tuple(t for _, t in timed),
+        times_s=tuple(at for at, _ in timed),
+        slurm=SlurmView(running_at_s=0.0, end_at_s=end_at, end=end),
+        fault_at_s=fault_at,
+    )
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    """`{name}` placeholders filled; other braces (a quoted Rust error's `{ code: 28 }`) left alone."""
+    for name, value in values.items():
+        text = text.replace("{" + name + "}", value)
+    return text
