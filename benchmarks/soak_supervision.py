@@ -27,6 +27,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -202,6 +203,10 @@ def main() -> None:
         keys = (*keys, "takeovers_not_fenced")
         ok = figures["job_status"] == "completed" and not any(figures[k] for k in keys)
         out(f"  verdict: {'PASS' if ok else 'FAIL'} (all 0 and the job completed)")
+        if not ok:  # what the monitors said, for the post-mortem (the work dir goes)
+            kept = Path(tempfile.gettempdir()) / "soak_supervision_monitors.log"
+            kept.write_bytes((tmp / "monitors.log").read_bytes())
+            out(f"  the monitors' output: {kept}")
         save_result("soak_supervision", args, {"cycles": cycles, "seed": args.seed, "seconds": round(taken, 1),
                                                **tally, **figures}, out.text)  # fmt: skip
 

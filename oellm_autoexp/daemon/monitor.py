@@ -167,13 +167,16 @@ class Monitor:
             return LOCK_LOST_EXIT if self._lock_lost else self._exit_code()
         finally:
             self._tailer = None
+            # A monitor that lost its lock writes nothing more: the new holder decides from now on
+            # (and the store would refuse the writes of a fenced-off monitor anyway).
+            self._fenced = self._fenced or self._lock_lost
             if not self._store_lost and not self._fenced:
                 self._writes.flush()
                 self._reads.save()
                 self._write_snapshot()
             if not self._store_lost:
                 self._release_sessions()
-            why = "fenced: another monitor holds the session" if self._fenced else "disk full"
+            why = "another monitor holds the session" if self._fenced else "disk full"
             for pending in self._writes.pending():
                 self._say(f"NOT SAVED ({why}): {pending.describe()}")
             self._observer.close()
@@ -182,7 +185,8 @@ class Monitor:
         """One turn of the loop: the next event, after noticing whether the monitor itself stood still."""
         event = self._next_event()
         self._notice_own_gap()
-        self._handle(event)
+        if not self._lock_lost and not self._store_lost:
+            self._handle(event)
         self._turned_at = (time.time(), time.monotonic())
 
     def _notice_own_gap(self) -> None:
