@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.adapters.logs.pattern_files import DEFAULT_PATTERNS, load_patterns, monitoring_dirs
-from oellm_autoexp.core.classify.classifier import Classifier, evidence, log_cause
+from oellm_autoexp.core.classify.classifier import Classifier
+from oellm_autoexp.core.classify.root_cause import evidence, log_cause
 from oellm_autoexp.core.classify.signals import PatternSet, Signal
 from oellm_autoexp.errors import UserError
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
-from oellm_autoexp.core.classify.classifier import SILENT_DEATH_PATTERN, classify_lines, log_cause
+from oellm_autoexp.core.classify.classifier import classify_lines
+from oellm_autoexp.core.classify.root_cause import SILENT_DEATH_PATTERN, log_cause
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from oellm_autoexp.core.classify.classifier import Classifier, log_cause
+from oellm_autoexp.core.classify.classifier import Classifier
+from oellm_autoexp.core.classify.root_cause import log_cause
 from oellm_autoexp.core.classify.signals import PatternSet
 
 HEALTHY = "healthy"  # the label of an excerpt that shows no failure

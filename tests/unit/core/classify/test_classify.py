@@ -5,12 +5,8 @@ from __future__ import annotations
 import pytest
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns, pattern_set_from_mapping
-from oellm_autoexp.core.classify.classifier import (
-    Classifier,
-    classify_line,
-    classify_lines,
-    root_cause,
-)
+from oellm_autoexp.core.classify.classifier import Classifier, classify_line, classify_lines
+from oellm_autoexp.core.classify.root_cause import root_cause
 from oellm_autoexp.core.classify.signals import (
     PatternSet,
     Signal,
