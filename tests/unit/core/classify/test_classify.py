@@ -105,8 +105,8 @@ MATCHES = [
         "[PG 0 Rank 0] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued collectives.",
         "hang",
     ),
-    ("RuntimeError: CUDA error: device-side assert triggered", "hang"),
-    # CUDA errors and hardware
+    # CUDA errors and hardware (a device-side assert aborts its process: a CUDA error, issue #26)
+    ("RuntimeError: CUDA error: device-side assert triggered", "cuda_error"),
     ("[rank6]: RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_error"),
     ("RuntimeError: CUDA error: unspecified launch failure", "cuda_error"),
     (
