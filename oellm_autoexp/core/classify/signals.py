@@ -120,7 +120,8 @@ class PatternSet(BaseModel):
 
     `include` names other pattern files (resolved by the loader) whose patterns
     come first; a later pattern with the same name replaces an earlier one, and
-    `disable` drops patterns by name after merging.
+    `disable` drops patterns by name after merging. `catalogs` names message catalogs
+    (resolved by the loader) whose patterns follow the file's own.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -128,6 +129,9 @@ class PatternSet(BaseModel):
     include: list[str] = Field(default_factory=list)
     disable: list[str] = Field(default_factory=list)
     patterns: list[SignalPattern] = Field(default_factory=list)
+    # Message catalogs (monitoring/catalogs/<name>.yaml, core/classify/catalog.py) whose
+    # patterns follow this file's own: on a tie between two roots of one line, the file's wins.
+    catalogs: list[str] = Field(default_factory=list)
 
     _by_name: dict[str, SignalPattern] = PrivateAttr()
     _cache: dict[str, Any] = PrivateAttr(default_factory=dict)  # matcher state built by core.classify
