@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from oellm_autoexp.core.classify import matcher
+from oellm_autoexp.core.classify.blocks import DECIDERS
+from oellm_autoexp.core.classify.catalog import CLASS_PRIORITY
 from oellm_autoexp.core.classify.keyword_index import (
     Entry,
     KeywordIndex,
@@ -83,16 +85,21 @@ def _match_line(
         groups = pattern.extract(match)
         if last_hit is not None:
             last_hit[pattern.name] = line_no
+        error_type, role, priority = pattern.error_type, pattern.role, pattern.priority
+        if pattern.decide is not None:  # the line's fields give the class (core/classify/blocks.py)
+            error_type = DECIDERS[pattern.decide](body)
+            role = role if error_type is not None else "info"
+            priority = max(priority, CLASS_PRIORITY.get(error_type or "", 0))
         signals.append(
             Signal(
                 pattern=pattern.name,
-                error_type=pattern.error_type,
+                error_type=error_type,
                 subsystem=pattern.subsystem,
-                role=pattern.role,
+                role=role,
                 line=text,
                 line_no=line_no,
                 groups=groups,
-                priority=pattern.priority,
+                priority=priority,
                 teardown=pattern.teardown,
                 rank=rank_of(prefix_rank, groups),
                 source=source,

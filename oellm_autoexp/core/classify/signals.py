@@ -35,6 +35,7 @@ with warnings.catch_warnings():
 Role = Literal["root", "cascade", "progress", "info"]
 # A line that starts the launcher's teardown of the whole job (see SignalPattern.teardown_start).
 TeardownStart = Literal["worker_failed", "stop_requested"]
+Decider = Literal["srun_task", "stepd_cancel", "elastic_signal"]  # core/classify/blocks.py DECIDERS
 
 MIN_KEYWORD_LEN = 3  # shorter literals filter too little to be worth a prefilter entry
 
@@ -62,6 +63,9 @@ class SignalPattern(BaseModel):
     # was told to stop: scancel, the time limit). The monitor takes `worker_failed` as the
     # end of the attempt even while Slurm still says RUNNING.
     teardown_start: TeardownStart | None = None
+    # A parser of core/classify/blocks.py (DECIDERS) whose reading of the line's fields gives the
+    # class instead of `error_type`; when it gives none, the hit is info (never a cause).
+    decide: Decider | None = None
     description: str = ""
 
     _compiled: re.Pattern[str] = PrivateAttr()

@@ -9,7 +9,9 @@ from oellm_autoexp.core.decide.class_action import ClassAction, action_for
 from oellm_autoexp.core.decide.policy import load_policy
 from tests.paths import REPO
 
-DEFAULT = load_policy(yaml.safe_load((REPO / "config" / "restart" / "default.yaml").read_text(encoding="utf-8")))
+DEFAULT = load_policy(
+    yaml.safe_load((REPO / "config" / "restart" / "default.yaml").read_text(encoding="utf-8"))
+)
 
 
 @pytest.mark.parametrize(
