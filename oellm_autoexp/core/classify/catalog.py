@@ -25,6 +25,7 @@ Xid 79`, that line too (the earlier Xid is the root; the later one is its conseq
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -108,6 +109,9 @@ class Catalog(BaseModel):
     subsystem: str = "generic"
     source: str = Field(min_length=1)  # repository and files the formats were taken from
     version: str = Field(min_length=1)  # the release or commit they were read at
+    # Literals many entries share (`NCCL WARN`, `srun: error:`): an entry whose literal text holds
+    # one uses it as its prefilter keyword, so the catalog adds few words to the keyword scan.
+    keywords: list[str] = Field(default_factory=list)
     entries: list[CatalogEntry] = Field(min_length=1)
 
 
@@ -143,9 +147,14 @@ def literal_runs(fmt: str) -> list[str]:
     return [run for run in runs if run]
 
 
-def keyword_of(fmt: str) -> str:
-    """The longest literal run of a format, stripped: every line the format prints holds it."""
-    best = max((run.strip() for run in literal_runs(fmt)), key=len, default="")
+def keyword_of(fmt: str, shared: Sequence[str] = ()) -> str:
+    """A literal every line the format prints holds: the first of `shared` that is in one of its
+    literal runs, else its longest literal run (stripped)."""
+    runs = literal_runs(fmt)
+    for word in shared:
+        if any(word in run for run in runs):
+            return word
+    best = max((run.strip() for run in runs), key=len, default="")
     if len(best) < MIN_KEYWORD:
         raise ValueError(f"{fmt!r}: no literal run of {MIN_KEYWORD}+ characters to prefilter on")
     return best
@@ -192,7 +201,7 @@ def _pattern(
         "priority": priority,
         "teardown": entry.teardown,
         "fallback": entry.fallback,
-        "keywords": [keyword_of(fmt)],
+        "keywords": [keyword_of(fmt, catalog.keywords)],
         "description": f"{catalog.name} catalog ({catalog.source}, {catalog.version}): {fmt}",
     }
     return SignalPattern(**fields)

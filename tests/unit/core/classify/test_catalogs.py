@@ -112,3 +112,12 @@ def test_a_broken_catalog_is_one_clear_error(tmp_path) -> None:
     )
     with pytest.raises(UserError, match=r"bad\.yaml: entries\[0\].*error_type"):
         load_catalog("bad", [tmp_path])
+
+
+def test_a_shared_keyword_is_used_when_the_format_holds_it() -> None:
+    """Entries holding a catalog's shared literal prefilter on it; others on their longest literal."""
+    shared = ["NCCL WARN"]
+    assert keyword_of("NCCL WARN Call to ibv_%s failed with error %s", shared) == "NCCL WARN"
+    assert keyword_of("Gloo connectFullMesh failed with %s", shared) == "Gloo connectFullMesh failed with"
+    # `NCCL WARN` is not inside one literal run here: the longest run is the keyword
+    assert keyword_of("%s NCCL failed %s WARN", ["NCCL WARN"]) == "NCCL failed"
