@@ -12,9 +12,10 @@ with what it means:
       example: 'srun: error: Task launch for StepId=23.0 failed on node hpc: Job prolog failed'
 
 Each entry becomes one SignalPattern (`<catalog>.<index>`): the format's literal text is
-matched exactly, each conversion by what it can print. The longest literal run is the
-pattern's keyword, so the keyword prefilter (core/classify/keyword_index.py) keeps a
-catalog's cost to the lines that hold its words. `example` is a line the entry must classify
+matched exactly, each conversion by what it can print. The pattern's keyword is one of the
+catalog's shared `keywords` the format holds (`NCCL WARN`), else its longest literal run, so
+the keyword prefilter (core/classify/keyword_index.py) keeps a catalog's cost to the lines
+that hold its words. `example` is a line the entry must classify
 as listed (tests/unit/core/classify/test_catalogs.py checks every entry of every catalog).
 
 An Xid catalog is a table of codes: an entry with `xid: 79` matches the driver's
