@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Score the classifier on the labelled corpus (tests/corpus/*.yaml) and print the per-class table.
+"""Score the classifier on the labelled corpus: fitted (tests/corpus/*.yaml) and held out (tests/corpus/holdout/).
 
-    scripts/corpus_report.py [--patterns NAME] [--wrong N] [--corpus DIR]
+    scripts/corpus_report.py [--patterns NAME] [--restart NAME] [--wrong N] [--corpus DIR]
 
-Uses the shipped `megatron_production` pattern set, as `autoexp classify` does.
+Prints both accuracies, the decision accuracy (does the reading lead to the restart policy's
+action for the true class: restart / restart elsewhere / stop / nothing), a per-family table
+and the per-class table of the fitted set. Uses the shipped `megatron_production` pattern set,
+as `autoexp classify` does, and the `default` restart policy. The held-out set is never used to
+write or tune a pattern: a rising fitted score with a flat held-out one means generalize.
 """
 
 from __future__ import annotations
@@ -20,18 +24,26 @@ sys.path.insert(0, str(REPO))
 from oellm_autoexp.adapters.logs.pattern_files import DEFAULT_PATTERNS, load_patterns  # noqa: E402
 from oellm_autoexp.core.classify.score import (  # noqa: E402
     Excerpt,
+    Score,
     excerpts_from_records,
+    format_families,
     format_score,
     score_excerpts,
 )
+from oellm_autoexp.core.decide.class_action import action_for  # noqa: E402
+from oellm_autoexp.core.decide.policy import RestartPolicy, load_policy  # noqa: E402
 
 CORPUS_DIR = REPO / "tests" / "corpus"
+HOLDOUT = "holdout"  # the held-out part: a subfolder of the corpus folder
+FLOORS_FILE = "accuracy_floors.yaml"  # the test's floors, beside the records: not a record file
 
 
 def load_corpus(directory: Path = CORPUS_DIR) -> list[Excerpt]:
-    """Every record of every tests/corpus/*.yaml file, in file order."""
+    """Every record of every *.yaml file directly in `directory`, in file order."""
     excerpts: list[Excerpt] = []
     for path in sorted(directory.glob("*.yaml")):
+        if path.name == FLOORS_FILE:
+            continue
         try:
             records = yaml.safe_load(path.read_text(encoding="utf-8")) or []
         except yaml.YAMLError as exc:
@@ -44,19 +56,45 @@ def load_corpus(directory: Path = CORPUS_DIR) -> list[Excerpt]:
     return excerpts
 
 
+def load_restart_policy(name: str) -> RestartPolicy:
+    path = REPO / "config" / "restart" / f"{name}.yaml"
+    return load_policy(yaml.safe_load(path.read_text(encoding="utf-8")), str(path.name))
+
+
+def summary(name: str, score: Score, policy: RestartPolicy) -> str:
+    right = sum(r.right for r in score.readings)
+    decided = score.decision_accuracy(lambda c: action_for(c, policy))
+    return (
+        f"{name:<9} class accuracy {score.accuracy:6.1%} ({right}/{len(score.readings)})"
+        f"   decision accuracy {decided:6.1%}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--patterns", default=DEFAULT_PATTERNS, help="pattern set name or file")
+    parser.add_argument("--restart", default="default", help="restart policy under config/restart/")
     parser.add_argument("--wrong", type=int, default=50, metavar="N", help="list up to N wrong readings")
     parser.add_argument("--corpus", type=Path, default=CORPUS_DIR, help="folder of corpus *.yaml files")
     args = parser.parse_args()
     try:
-        excerpts = load_corpus(args.corpus)
+        fitted = load_corpus(args.corpus)
+        held_out = load_corpus(args.corpus / HOLDOUT)
     except ValueError as exc:
         print(f"corpus_report: {exc}", file=sys.stderr)
         return 2
-    score = score_excerpts(excerpts, load_patterns([args.patterns]))
-    print(format_score(score, wrong_limit=args.wrong))
+    patterns = load_patterns([args.patterns])
+    policy = load_restart_policy(args.restart)
+    fitted_score, held_score = score_excerpts(fitted, patterns), score_excerpts(held_out, patterns)
+    print(summary("fitted", fitted_score, policy))
+    print(summary("held out", held_score, policy))
+    print()
+    print(format_families(fitted_score, held_score))
+    print()
+    print("fitted, per class:")
+    print(format_score(fitted_score, wrong_limit=args.wrong))
+    print("held out, per class:")
+    print(format_score(held_score, wrong_limit=args.wrong))
     return 0
 
 

@@ -1,4 +1,8 @@
-"""`autoexp classify LOG...`: the root cause of a job log, and every signal in it."""
+"""`autoexp classify LOG...`: the root cause of a job log, and every signal in it.
+
+`autoexp classify --unknown`: the failed attempts of every session in --state-dir whose log
+gave no cause, with the lines that might say why and a pattern to add for the best of them.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.adapters.logs.pattern_files import DEFAULT_PATTERNS, load_patterns, monitoring_dirs
-from oellm_autoexp.core.classify.classifier import Classifier, evidence, log_cause
+from oellm_autoexp.cli._sessions import open_store
+from oellm_autoexp.core.classify.classifier import Classifier
+from oellm_autoexp.core.classify.root_cause import evidence, log_cause
 from oellm_autoexp.core.classify.signals import PatternSet, Signal
+from oellm_autoexp.core.classify.unknown import pattern_entry, suggest_pattern, telling_lines
+from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.errors import UserError
 
 BLOCK_LINES = 20_000  # lines classified per call: bounded memory on huge logs
+TAIL_BYTES = 64 << 10  # the end of a log that --unknown reads for the telling lines
 
 
 def register(subparsers: Any) -> None:
@@ -26,7 +35,13 @@ def register(subparsers: Any) -> None:
             "cause: cascades (a peer's timeout) and teardown lines never win over a rank's own error."
         ),
     )
-    parser.add_argument("logs", nargs="+", metavar="LOG", help="log file(s) to classify")
+    parser.add_argument("logs", nargs="*", metavar="LOG", help="log file(s) to classify")
+    parser.add_argument(
+        "--unknown",
+        action="store_true",
+        help="list the failed attempts of every session (--state-dir) whose log gave no cause, "
+        "with their telling lines and a pattern to add",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per file, one per line")
     parser.add_argument(
         "--patterns",
@@ -46,6 +61,10 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     patterns = load_patterns(args.patterns or [DEFAULT_PATTERNS], monitoring_dirs(args.config_dir))
+    if args.unknown:
+        return run_unknown(args, patterns)
+    if not args.logs:
+        raise UserError("classify: give one or more LOG files, or --unknown")
     paths = [Path(p) for p in args.logs]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
@@ -119,3 +138,44 @@ def format_report(report: dict[str, Any]) -> str:
     if report["dropped_signals"]:
         out.append(f"    ... and {report['dropped_signals']} more")
     return "\n".join(out)
+
+
+def run_unknown(args: argparse.Namespace, patterns: PatternSet) -> int:
+    """Print each FAILED attempt whose log names no cause: its telling lines and a suggested pattern."""
+    store, _directory = open_store(args, read_only=True)
+    found = 0
+    try:
+        for session in store.list_sessions():
+            jobs = {j.id: j.name for j in store.jobs_for_session(session.id, with_plan=False)}
+            for attempt in store.attempts_for_session(session.id):
+                path = Path(attempt.log_path) if attempt.log_path else None
+                if attempt.state is not JobState.FAILED or path is None or not path.is_file():
+                    continue
+                if classify_file(path, patterns)["error_type"] is not None:
+                    continue
+                found += 1
+                where = (
+                    f"session {session.id} ({session.name}), job {jobs.get(attempt.job_id, attempt.job_id)}"
+                )
+                exit_code = "" if attempt.exit_code is None else f", exit code {attempt.exit_code}"
+                print(f"{where}, attempt {attempt.attempt_no}: FAILED{exit_code}, no cause in {path}")
+                lines = telling_lines(_tail(path))
+                print("\n".join(f"  | {line}" for line in lines))
+                suggestion = next((s for s in map(suggest_pattern, reversed(lines)) if s), None)
+                if suggestion is not None:
+                    print("  a pattern for its last telling line (config/monitoring/<name>.yaml, patterns:):")
+                    print("  " + pattern_entry(suggestion, f"unknown_{session.id}_{attempt.id}"))
+    finally:
+        store.close()
+    if not found:
+        print("no failed attempt without a recognised cause")
+    return 0
+
+
+def _tail(path: Path) -> list[str]:
+    """The last TAIL_BYTES of a log, as lines (the first, cut one dropped)."""
+    with path.open("rb") as fh:
+        size = fh.seek(0, 2)
+        fh.seek(max(0, size - TAIL_BYTES))
+        lines = fh.read().decode("utf-8", errors="replace").splitlines()
+    return lines[1:] if size > TAIL_BYTES else lines

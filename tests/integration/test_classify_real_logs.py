@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
-from oellm_autoexp.core.classify.classifier import SILENT_DEATH_PATTERN, classify_lines, log_cause
+from oellm_autoexp.core.classify.classifier import classify_lines
+from oellm_autoexp.core.classify.root_cause import SILENT_DEATH_PATTERN, log_cause
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +63,7 @@ EXPECTED: dict[str, tuple[str | None, int | None, str | None]] = {
     "synthetic/synthetic_xid_79.log": ("gpu_hardware", None, "cuda_error"),
     "synthetic/synthetic_ecc_error.log": ("gpu_hardware", None, "nccl_timeout"),
     "synthetic/synthetic_illegal_memory_access.log": ("cuda_error", 6, "nccl"),
-    "synthetic/synthetic_device_side_assert.log": ("hang", None, None),
+    "synthetic/synthetic_device_side_assert.log": ("cuda_error", None, None),
     "synthetic/synthetic_host_oom_kill.log": ("oom", None, "killed"),
     "synthetic/synthetic_node_failure.log": ("node_failure", None, "nccl"),
     "synthetic/synthetic_preempted.log": ("preempted", None, "exception"),

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
-from oellm_autoexp.core.classify.classifier import classify_lines, log_cause, root_cause
+from oellm_autoexp.core.classify.classifier import classify_lines
+from oellm_autoexp.core.classify.root_cause import log_cause, root_cause
 from oellm_autoexp.core.classify.signals import Signal
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "megatron"

@@ -12,8 +12,10 @@ A pattern file is a YAML mapping:
 
 A name is looked up as `monitoring/<name>.yaml` in the config search path
 (--config-dir, $AUTOEXP_CONFIG_DIR, the shipped config/); an include is first
-looked for next to the file that includes it. Every problem is a UserError
-naming the file, the pattern and the key.
+looked for next to the file that includes it. `catalogs: [slurm, nccl]` adds the
+patterns of message catalogs, `monitoring/catalogs/<name>.yaml` in the same search
+path (core/classify/catalog.py). Every problem is a UserError naming the file,
+the pattern (or catalog entry) and the key.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from oellm_autoexp.config.loader import read_yaml, search_path
+from oellm_autoexp.core.classify.catalog import Catalog, catalog_pattern_set
 from oellm_autoexp.core.classify.signals import PatternSet, merge_pattern_sets
 from oellm_autoexp.errors import UserError
 
 MONITORING_DIR = "monitoring"
+CATALOG_DIR = "catalogs"  # under each monitoring dir
 DEFAULT_PATTERNS = "megatron_production"
 
 
@@ -98,7 +102,42 @@ def _from_mapping(
         except UserError as exc:
             raise UserError(f"{origin}: include: {exc}") from None
         included.append(_load_file(path, dirs, stack))
-    return merge_pattern_sets([*included, own])
+    catalogs = [load_catalog(name, dirs, origin) for name in own.catalogs]
+    # The catalogs follow the file's own patterns; its `disable` list applies to them too.
+    tail = PatternSet(disable=own.disable)
+    return merge_pattern_sets([*included, own, catalog_pattern_set(catalogs), tail])
+
+
+def catalog_path(name: str, search_dirs: Sequence[Path]) -> Path | None:
+    """The first `catalogs/<name>.yaml` in the monitoring dirs, or None."""
+    for d in search_dirs:
+        candidate = d / CATALOG_DIR / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_catalog(name: str, search_dirs: Sequence[Path], origin: str = "catalogs") -> Catalog:
+    """A message catalog by name; UserError naming the file, the entry and the key."""
+    path = catalog_path(name, search_dirs)
+    if path is None:
+        raise UserError(
+            f"{origin}: catalogs: {name}: catalog not found (looked for {CATALOG_DIR}/{name}.yaml)"
+        )
+    data = read_yaml(path)
+    try:
+        return Catalog.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        loc = list(error["loc"])
+        where = ".".join(str(p) for p in loc) or "(top level)"
+        if len(loc) >= 2 and loc[0] == "entries" and isinstance(loc[1], int):
+            key = ".".join(str(p) for p in loc[2:]) or "(the entry itself)"
+            where = f"entries[{loc[1]}] key {key!r}"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        raise UserError(f"{path}: {where}: {message}") from None
+    except ValueError as exc:  # a format without a literal run to prefilter on
+        raise UserError(f"{path}: {exc}") from None
 
 
 def _validate(data: dict[str, Any], origin: str) -> PatternSet:

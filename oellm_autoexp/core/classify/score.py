@@ -3,17 +3,20 @@
 Each excerpt is classified as `autoexp classify` classifies a file: its lines
 fed to a `Classifier`, the root cause's `error_type` is the reading, and no
 root cause reads as `healthy`. The labelled corpus lives in tests/corpus/
-(real lines quoted from public sources); tests/unit/core/classify/test_classify_corpus.py and
-scripts/corpus_report.py both score it with `score_excerpts`.
+(real lines quoted from public sources), its held-out part in tests/corpus/holdout/ (never
+used to write or tune a pattern); tests/unit/core/classify/test_classify_corpus.py and
+scripts/corpus_report.py both score them with `score_excerpts`, per family (corpus file).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 
-from oellm_autoexp.core.classify.classifier import Classifier, log_cause
+from oellm_autoexp.core.classify.classifier import Classifier
+from oellm_autoexp.core.classify.root_cause import log_cause
 from oellm_autoexp.core.classify.signals import PatternSet
 
 HEALTHY = "healthy"  # the label of an excerpt that shows no failure
@@ -27,6 +30,7 @@ class Excerpt:
     expected: str  # a root error_type, or HEALTHY
     source: str  # owner/repo#N or a page URL
     note: str = ""
+    family: str = ""  # the failure family: the corpus file it comes from (`slurm_steps`, ...)
 
 
 @dataclass(frozen=True)
@@ -84,10 +88,31 @@ class Score:
         names = sorted(set(support) | set(predicted))
         return [ClassScore(n, support[n], predicted[n], correct[n]) for n in names]
 
+    def families(self) -> list[tuple[str, int, int]]:
+        """(family, excerpts, right) for every family, by name."""
+        support = Counter(r.excerpt.family for r in self.readings)
+        right = Counter(r.excerpt.family for r in self.readings if r.right)
+        return [(f, support[f], right[f]) for f in sorted(support)]
+
+    def decision_accuracy(self, action: Callable[[str | None], object]) -> float:
+        """The share of excerpts whose reading leads to the action their label leads to.
+
+        `action` maps a class (None: healthy) to what a restart policy does with it
+        (core/decide/class_action.py).
+        """
+        if not self.readings:
+            return 1.0
+        same = sum(action(_cause(r.got)) == action(_cause(r.excerpt.expected)) for r in self.readings)
+        return same / len(self.readings)
+
     def confusions(self) -> list[tuple[str, str, int]]:
         """(expected, got, count) for every wrong pair, most frequent first."""
         pairs = Counter((r.excerpt.expected, r.got) for r in self.readings if not r.right)
         return sorted(((e, g, n) for (e, g), n in pairs.items()), key=lambda t: (-t[2], t[0], t[1]))
+
+
+def _cause(label: str) -> str | None:
+    return None if label == HEALTHY else label
 
 
 def read_excerpt(excerpt: Excerpt, patterns: PatternSet) -> Reading:
@@ -129,13 +154,32 @@ def format_score(score: Score, wrong_limit: int = 0) -> str:
     return "\n".join(lines)
 
 
+def format_families(fitted: Score, held_out: Score) -> str:
+    """One row per failure family: its excerpts and accuracy in the fitted and the held-out set."""
+    rows: dict[str, list[tuple[int, int]]] = {}
+    for column, score in enumerate((fitted, held_out)):
+        for family, n, right in score.families():
+            rows.setdefault(family, [(0, 0), (0, 0)])[column] = (n, right)
+    lines = [f"{'family':<22}{'fitted':>14}{'held out':>16}"]
+    for family, cells in sorted(rows.items()):
+        text = [f"{r}/{n} {r / n:>6.1%}" if n else "-" for n, r in cells]
+        lines.append(f"{family:<22}{text[0]:>14}{text[1]:>16}")
+    return "\n".join(lines)
+
+
 def excerpts_from_records(records: Sequence[dict[str, object]], origin: str) -> list[Excerpt]:
-    """Excerpts from parsed corpus records (mappings with text/expected/source/note)."""
+    """Excerpts from parsed corpus records (mappings with text/expected/source/note).
+
+    Their family is the name of `origin` (a corpus file) without its extension.
+    """
+    family = PurePath(origin).stem
     out = []
     for i, record in enumerate(records):
         missing = [k for k in ("text", "expected", "source") if not record.get(k)]
         if missing:
             raise ValueError(f"{origin}: record {i + 1} lacks {', '.join(missing)}")
         note = record.get("note") or ""
-        out.append(Excerpt(str(record["text"]), str(record["expected"]), str(record["source"]), str(note)))
+        out.append(
+            Excerpt(str(record["text"]), str(record["expected"]), str(record["source"]), str(note), family)
+        )
     return out

@@ -35,6 +35,7 @@ with warnings.catch_warnings():
 Role = Literal["root", "cascade", "progress", "info"]
 # A line that starts the launcher's teardown of the whole job (see SignalPattern.teardown_start).
 TeardownStart = Literal["worker_failed", "stop_requested"]
+Decider = Literal["srun_task", "stepd_cancel", "elastic_signal"]  # core/classify/blocks.py DECIDERS
 
 MIN_KEYWORD_LEN = 3  # shorter literals filter too little to be worth a prefilter entry
 
@@ -62,6 +63,9 @@ class SignalPattern(BaseModel):
     # was told to stop: scancel, the time limit). The monitor takes `worker_failed` as the
     # end of the attempt even while Slurm still says RUNNING.
     teardown_start: TeardownStart | None = None
+    # A parser of core/classify/blocks.py (DECIDERS) whose reading of the line's fields gives the
+    # class instead of `error_type`; when it gives none, the hit is info (never a cause).
+    decide: Decider | None = None
     description: str = ""
 
     _compiled: re.Pattern[str] = PrivateAttr()
@@ -120,7 +124,8 @@ class PatternSet(BaseModel):
 
     `include` names other pattern files (resolved by the loader) whose patterns
     come first; a later pattern with the same name replaces an earlier one, and
-    `disable` drops patterns by name after merging.
+    `disable` drops patterns by name after merging. `catalogs` names message catalogs
+    (resolved by the loader) whose patterns follow the file's own.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -128,6 +133,9 @@ class PatternSet(BaseModel):
     include: list[str] = Field(default_factory=list)
     disable: list[str] = Field(default_factory=list)
     patterns: list[SignalPattern] = Field(default_factory=list)
+    # Message catalogs (monitoring/catalogs/<name>.yaml, core/classify/catalog.py) whose
+    # patterns follow this file's own: on a tie between two roots of one line, the file's wins.
+    catalogs: list[str] = Field(default_factory=list)
 
     _by_name: dict[str, SignalPattern] = PrivateAttr()
     _cache: dict[str, Any] = PrivateAttr(default_factory=dict)  # matcher state built by core.classify

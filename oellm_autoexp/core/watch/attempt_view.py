@@ -34,13 +34,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from oellm_autoexp.core.classify.classifier import (
-    SILENT_DEATH_PATTERN,
-    Classifier,
-    ProgressMark,
-    log_cause,
-    root_cause,
-)
+from oellm_autoexp.core.classify.classifier import Classifier, ProgressMark
+from oellm_autoexp.core.classify.root_cause import SILENT_DEATH_PATTERN, log_cause, root_cause
 from oellm_autoexp.core.classify.signals import PatternSet, Signal, SignalPattern
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState
@@ -345,7 +340,7 @@ class AttemptView:
                        observed=f"hang: {hang.detail}")  # fmt: skip
 
     def end_verdict(self, record: JobRecord, now: float) -> Verdict:
-        """Slurm says the attempt ended: judged on the log's cause (core/classify/classifier.py `log_cause`)."""
+        """Slurm says the attempt ended: judged on the log's cause (core/classify/root_cause.py `log_cause`)."""
         cause = self.cause()
         worker_exit = self._worker_exit_code()
         observed = f"job ended {record.state.value}" + (

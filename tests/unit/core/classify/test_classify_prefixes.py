@@ -9,7 +9,9 @@ import pytest
 import yaml
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
-from oellm_autoexp.core.classify.classifier import classify_lines, root_cause, strip_prefix
+from oellm_autoexp.core.classify.classifier import classify_lines
+from oellm_autoexp.core.classify.prefixes import strip_prefix
+from oellm_autoexp.core.classify.root_cause import root_cause
 from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, decide, load_policy
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.watch.outcome import Outcome

@@ -1,0 +1,326 @@
+"""Structured failure reports parsed into fields, and what the fields say happened. No I/O.
+
+Four emitters print a report whose fields, not its first line, say what happened:
+
+- torch elastic's ChildFailedError block (`exitcode  : -9 (pid: 123)`, `traceback : Signal 9
+  (SIGKILL) received by PID 123`): -9 is a kill from outside (the OOM killer, the scheduler),
+  -11 a segfault, -7 a bus error, 1 an exception printed above it;
+- NVIDIA's Xid line (`NVRM: Xid (PCI:0000:3b:00): 45, pid=1, ... caused by previous Xid 79`):
+  the earlier Xid a line names is the root;
+- slurmstepd's `*** JOB 12 ON node1 CANCELLED AT <time> DUE TO TIME LIMIT ***`: the reason
+  decides, and a STEP cancel (srun's own teardown) leaves the job alive where a JOB cancel ends it;
+- srun's `srun: error: node1: tasks 0-3: Killed`: the node, the tasks and how they ended.
+
+Sources: pytorch/pytorch torch/distributed/elastic/multiprocessing/errors/__init__.py;
+NVIDIA/open-gpu-kernel-modules (the Xid line); SchedMD/slurm src/slurmd/slurmstepd/req.c and
+src/srun/launch.c. The classes match config/monitoring/catalogs/.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+# --------------------------------------------------------------------------- torch elastic
+
+_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<value>.*)$")
+_RANK = re.compile(r"(?P<rank>-?\d+) \(local_rank: (?P<local_rank>\d+)\)")
+_EXITCODE = re.compile(r"(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")
+_SIGNAL = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID (?P<pid>\d+)")
+_ENTRY = re.compile(r"^\s*\[(?P<idx>\d+)\]:\s*$")
+_ROOT_HEADER = "Root Cause (first observed failure):"
+
+# What a worker's death by signal means (by signal number).
+SIGNAL_CLASS = {
+    signal.SIGKILL: "killed",  # from outside: the kernel's or a cgroup's OOM killer, the scheduler
+    signal.SIGSEGV: "segfault",
+    signal.SIGBUS: "segfault",  # a native crash; /dev/shm exhausted shows up here too
+    signal.SIGFPE: "segfault",
+    signal.SIGILL: "segfault",
+}
+
+
+@dataclass(frozen=True)
+class ElasticFailure:
+    """One `[N]:` entry of a ChildFailedError block."""
+
+    rank: int | None = None
+    local_rank: int | None = None
+    exitcode: int | None = None
+    pid: int | None = None
+    signal: int | None = None  # from `traceback : Signal N (...) received by PID ...`
+    root: bool = False  # listed under "Root Cause (first observed failure)"
+
+
+def parse_elastic_failures(lines: Iterable[str]) -> list[ElasticFailure]:
+    """Every `[N]:` entry of the ChildFailedError blocks in `lines`, in order."""
+    failures: list[ElasticFailure] = []
+    current: dict[str, int | bool | None] | None = None
+    in_root = False
+    for line in lines:
+        if _ROOT_HEADER in line:
+            in_root = True
+            continue
+        if _ENTRY.match(line):
+            if current is not None:
+                failures.append(ElasticFailure(**current))  # type: ignore[arg-type]
+            current = {"root": in_root}
+            continue
+        field = _FIELD.match(line)
+        if current is None or field is None:
+            continue
+        _read_field(current, field.group("key"), field.group("value"))
+    if current is not None:
+        failures.append(ElasticFailure(**current))  # type: ignore[arg-type]
+    return failures
+
+
+def _read_field(into: dict[str, int | bool | None], key: str, value: str) -> None:
+    if key == "rank" and (m := _RANK.match(value)):
+        into["rank"], into["local_rank"] = int(m.group("rank")), int(m.group("local_rank"))
+    elif key == "exitcode" and (m := _EXITCODE.match(value)):
+        into["exitcode"], into["pid"] = int(m.group("code")), int(m.group("pid"))
+    elif key == "traceback" and (m := _SIGNAL.search(value)):
+        into["signal"] = int(m.group("num"))
+
+
+def elastic_cause(failure: ElasticFailure) -> str | None:
+    """The class an elastic failure entry stands for, or None (a teardown, a clean exit).
+
+    A negative exit code is a signal; SIGTERM/SIGINT are the launcher's own teardown. A
+    positive one is the worker's own exit: 1 is an exception printed above the block.
+    """
+    number = failure.signal if failure.signal is not None else _signal_of(failure.exitcode)
+    if number is not None:
+        return SIGNAL_CLASS.get(signal.Signals(number)) if number in _KNOWN_SIGNALS else None
+    if failure.exitcode is None or failure.exitcode == 0:
+        return None
+    return "exception"
+
+
+_KNOWN_SIGNALS = {s.value for s in signal.Signals}
+
+
+def _signal_of(exitcode: int | None) -> int | None:
+    return -exitcode if exitcode is not None and exitcode < 0 else None
+
+
+def elastic_root(lines: Iterable[str]) -> ElasticFailure | None:
+    """The entry torchrun names as the first observed failure (else the first entry), or None."""
+    failures = parse_elastic_failures(lines)
+    return next((f for f in failures if f.root), failures[0] if failures else None)
+
+
+# --------------------------------------------------------------------------- NVIDIA Xid
+
+_XID = re.compile(
+    r"NVRM: Xid \((?P<pci>PCI:[0-9a-fA-F:.]+)\): (?P<code>\d+),"
+    r"(?:\s*pid=(?P<pid>'?[\w<>]+'?),\s*name=(?P<name>[^,]*),)?"
+    r"(?P<text>.*?)(?:caused by previous Xid (?P<previous>\d+))?\s*$"
+)
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    """One driver Xid line."""
+
+    pci: str
+    code: int
+    pid: str | None = None
+    process: str | None = None
+    previous: int | None = None  # `caused by previous Xid N`
+
+    @property
+    def root_code(self) -> int:
+        """The Xid that caused this one: the earlier one it names, else its own."""
+        return self.previous if self.previous is not None else self.code
+
+
+def parse_xid(line: str) -> XidEvent | None:
+    """The Xid a kernel-log line reports, or None."""
+    m = _XID.search(line)
+    if m is None:
+        return None
+    previous = m.group("previous")
+    return XidEvent(
+        pci=m.group("pci"),
+        code=int(m.group("code")),
+        pid=m.group("pid"),
+        process=(m.group("name") or "").strip() or None,
+        previous=int(previous) if previous else None,
+    )
+
+
+def xid_cause(event: XidEvent, table: Mapping[int, str | None]) -> str | None:
+    """The class of an Xid by its root code in `table` (catalogs/xid.yaml's codes), or None."""
+    return table.get(event.root_code)
+
+
+# --------------------------------------------------------------------------- slurmstepd
+
+_STEPD = re.compile(
+    r"\*\*\* (?P<entity>JOB|STEP) (?P<id>[\w.+]+) (?:ON (?P<node>\S+) )?CANCELLED AT (?P<time>\S+)"
+    r"(?: DUE (?:TO|to) (?P<reason>.+?))?(?: on (?P<old_node>\S+))? \*\*\*"
+)
+
+# slurmstepd's reasons (req.c) -> the class; a plain cancel of the JOB is someone's scancel.
+STEPD_REASON_CLASS = {
+    "TIME LIMIT": "time_limit",
+    "PREEMPTION": "preempted",
+    "NODE FAILURE": "node_failure",
+    "JOB REQUEUE": "requeue",
+}
+
+
+@dataclass(frozen=True)
+class StepdCancel:
+    """slurmstepd's `*** JOB|STEP <id> ON <node> CANCELLED AT <time> [DUE TO <reason>] ***`."""
+
+    entity: str  # JOB or STEP
+    job_id: str
+    node: str | None
+    time: str
+    reason: str | None  # TIME LIMIT, PREEMPTION, NODE FAILURE, JOB REQUEUE, SIGNAL <name>, TASK FAILURE
+
+    @property
+    def ends_job(self) -> bool:
+        """A JOB line: the allocation is over. A STEP line: srun's step ended, the job may live on."""
+        return self.entity == "JOB"
+
+
+def parse_stepd_cancel(line: str) -> StepdCancel | None:
+    """The cancel a slurmstepd line reports, or None."""
+    m = _STEPD.search(line)
+    if m is None:
+        return None
+    reason = m.group("reason")
+    if reason is not None:
+        reason = reason.split(",")[0].strip()  # `NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS`
+        reason = re.sub(r"^NODE \S+ FAILURE$", "NODE FAILURE", reason)  # Slurm < 17: `NODE n1 FAILURE`
+    return StepdCancel(
+        entity=m.group("entity"),
+        job_id=m.group("id"),
+        node=m.group("node") or m.group("old_node"),
+        time=m.group("time"),
+        reason=reason,
+    )
+
+
+def stepd_cause(cancel: StepdCancel) -> str | None:
+    """The class of a slurmstepd cancel: its reason; a plain or signalled cancel of the JOB is `cancelled`.
+
+    A STEP cancelled without a Slurm reason, or for a task's failure, is srun's own teardown:
+    the cause is elsewhere (None).
+    """
+    if cancel.reason in STEPD_REASON_CLASS:
+        return STEPD_REASON_CLASS[cancel.reason]
+    if cancel.reason == "TASK FAILURE":
+        return None
+    if cancel.entity == "JOB" or (cancel.reason or "").startswith("SIGNAL"):
+        return "cancelled"
+    return None
+
+
+# --------------------------------------------------------------------------- srun task ends
+
+_SRUN_TASK = re.compile(
+    r"srun: error: (?P<node>\S+): tasks? (?P<tasks>[\d,\-\[\]]+): "
+    r"(?:Exited with exit code (?P<code>\d+)|(?P<how>[A-Za-z][\w ]*?))(?P<core> \(core dumped\))?\s*$"
+)
+
+# srun prints strsignal() of the signal that ended the tasks (launch.c), or `Out Of Memory`.
+SRUN_END_CLASS = {
+    "Killed": "killed",
+    "Out Of Memory": "oom",
+    "Segmentation fault": "segfault",
+    "Bus error": "segfault",
+    "Floating point exception": "segfault",
+    "Illegal instruction": "segfault",
+}
+
+
+@dataclass(frozen=True)
+class SrunTaskEnd:
+    """srun's `srun: error: <node>: task(s) <ids>: <how>`."""
+
+    node: str
+    tasks: tuple[int, ...]
+    how: str  # strsignal() text, `Out Of Memory`, or `Exited with exit code N`
+    exit_code: int | None = None
+    core_dumped: bool = False
+
+
+def parse_srun_task_end(line: str) -> SrunTaskEnd | None:
+    """The task end an srun line reports, or None."""
+    m = _SRUN_TASK.search(line)
+    if m is None:
+        return None
+    code = m.group("code")
+    how = f"Exited with exit code {code}" if code is not None else m.group("how")
+    return SrunTaskEnd(
+        node=m.group("node"),
+        tasks=expand_tasks(m.group("tasks")),
+        how=how,
+        exit_code=int(code) if code is not None else None,
+        core_dumped=m.group("core") is not None,
+    )
+
+
+def srun_task_cause(end: SrunTaskEnd) -> str | None:
+    """The class of a task end: the signal's or the OOM's; an exit code or SIGTERM says nothing itself."""
+    return SRUN_END_CLASS.get(end.how)
+
+
+def expand_tasks(text: str) -> tuple[int, ...]:
+    """Slurm's task list (`0-3,5`, `[0-2]`) as task ids."""
+    ids: list[int] = []
+    for part in text.strip("[]").split(","):
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            ids.extend(range(int(lo), int(hi) + 1))
+        elif part.isdigit():
+            ids.append(int(part))
+    return tuple(ids)
+
+
+# --------------------------------------------------------------------------- deciders
+
+
+def decide_srun_task(line: str) -> str | None:
+    """The class of an srun task-end line (None: an exit code or a teardown signal)."""
+    end = parse_srun_task_end(line)
+    return srun_task_cause(end) if end is not None else None
+
+
+def decide_stepd_cancel(line: str) -> str | None:
+    """The class of a slurmstepd cancel line (None: srun's own step teardown)."""
+    cancel = parse_stepd_cancel(line)
+    return stepd_cause(cancel) if cancel is not None else None
+
+
+_EXIT_FIELD = re.compile(r"exitcode\s*: (?P<code>-?\d+) \(pid: \d+\)")
+
+
+def decide_elastic_signal(line: str) -> str | None:
+    """The class of an elastic block's `exitcode : -N` or `traceback : Signal N` line: the signal's.
+
+    A positive exit code gives None here: the worker's own error line says what happened
+    (catalogs/elastic.yaml reads `exitcode : 1` as a cascade for when none is in view).
+    """
+    sig = _SIGNAL.search(line)
+    if sig is not None:
+        return elastic_cause(ElasticFailure(signal=int(sig.group("num"))))
+    field = _EXIT_FIELD.search(line)
+    if field is not None and int(field.group("code")) < 0:
+        return elastic_cause(ElasticFailure(exitcode=int(field.group("code"))))
+    return None
+
+
+# A pattern's `decide:` names one of these: its line's fields, not the pattern, give the class.
+DECIDERS = {
+    "srun_task": decide_srun_task,
+    "stepd_cancel": decide_stepd_cancel,
+    "elastic_signal": decide_elastic_signal,
+}

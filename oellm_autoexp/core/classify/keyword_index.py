@@ -1,0 +1,223 @@
+"""A PatternSet prepared for matching: each pattern's literal keywords, indexed. No I/O.
+
+Speed: every pattern carries literal keywords (derived from its regex, or
+given); a line is matched against a pattern's regex only if it contains one of
+its keywords. This module builds, once per PatternSet (kept in its cache), the
+flattened entries, one multi-literal regex over all keywords (`prefilter`), the
+per-keyword lookup of the entries a keyword admits, and the candidate finder
+for whole blocks (core/classify/matcher.py). Matching a line lives in
+core/classify/classifier.py.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from oellm_autoexp.core.classify import matcher
+from oellm_autoexp.core.classify.signals import PatternSet, SignalPattern
+
+MARK_GROUPS = ("iteration", "step", "train_iters")  # the groups the progress tracker reads (ProgressMark)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One pattern, flattened: pydantic attribute access is too slow for the hot loop."""
+
+    pattern: SignalPattern
+    compiled: re.Pattern[str]
+    keywords: tuple[str, ...]
+    ignore_case: bool
+    after: str | None
+    within_lines: int
+    fallback: bool
+    explains: bool  # a non-fallback root/cascade: its hit drops fallback hits on the line
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordIndex:
+    """A PatternSet prepared for matching; built once per PatternSet."""
+
+    entries: tuple[Entry, ...]
+    always: bool  # some pattern has no keyword: every line is a candidate
+    prefilter: re.Pattern[str] | None  # any keyword of any pattern
+    # The same keywords per case mode. Searching again one character after each hit
+    # reports the longest keyword at every start position that has one, so every
+    # keyword in a line is a substring of some report (overlaps included).
+    sensitive_words: re.Pattern[str] | None
+    insensitive_words: re.Pattern[str] | None
+    by_keyword: dict[str, tuple[int, ...]]  # reported keyword -> entries it admits (filled lazily)
+    unfiltered: tuple[int, ...]  # entries without keywords: always tried
+    # Progress entries no `after:` names: in a run of their lines only the last few are matched.
+    collapsible: tuple[int, ...] = ()
+    # Every collapsible entry gives a plain progress signal (no `after:`, not a fallback, no
+    # teardown start): its kept lines may be handed over as `ProgressMark`s, found by `marking`:
+    # entry -> (its regex without a trailing optional part (matcher.head_regex), its name, the
+    # MARK_GROUPS its Signal would hold).
+    markable: bool = False
+    marking: dict[int, tuple[re.Pattern[str], str, tuple[str, ...]]] = field(default_factory=dict)
+
+
+def trie_regex(words: set[str], ignore_case: bool) -> str:
+    """One regex for many literals, common prefixes factored out.
+
+    sre tries alternatives one after the other; factored, most fail on their
+    first character, which makes the whole-text scan several times faster.
+    """
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for ch in word.lower() if ignore_case else word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict[str, Any]) -> str:
+        alternatives = [re.escape(ch) + build(sub) for ch, sub in sorted(node.items()) if ch]
+        if not alternatives:
+            return ""
+        body = alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
+        if "" in node:  # a word ends here: the rest is optional
+            return ("(?:" + body + ")?") if len(alternatives) == 1 else body + "?"
+        return body
+
+    regex = build(trie)
+    return f"(?i:{regex})" if ignore_case else regex
+
+
+def index_of(patterns: PatternSet) -> KeywordIndex:
+    """The index of `patterns`, built on first use and kept in the set's cache."""
+    cached = patterns.cache.get("classify_index")
+    if isinstance(cached, KeywordIndex):
+        return cached
+    entries = tuple(
+        Entry(
+            pattern=p,
+            compiled=p.compiled,
+            keywords=p.prefilter_keywords,
+            ignore_case=p.ignore_case,
+            after=p.after,
+            within_lines=p.within_lines,
+            fallback=p.fallback,
+            explains=not p.fallback and p.role in ("root", "cascade"),
+        )
+        for p in patterns.patterns
+    )
+    anchors = {e.after for e in entries if e.after is not None}
+    sensitive = {k for e in entries if not e.ignore_case for k in e.keywords}
+    insensitive = {k for e in entries if e.ignore_case for k in e.keywords}
+    parts = [trie_regex(words, case) for words, case in ((sensitive, False), (insensitive, True)) if words]
+    index = KeywordIndex(
+        entries=entries,
+        always=any(not e.keywords for e in entries),
+        prefilter=re.compile("|".join(parts)) if parts else None,
+        sensitive_words=re.compile(trie_regex(sensitive, False)) if sensitive else None,
+        insensitive_words=re.compile(trie_regex(insensitive, True)) if insensitive else None,
+        by_keyword={},
+        unfiltered=tuple(i for i, e in enumerate(entries) if not e.keywords),
+        collapsible=tuple(
+            i for i, e in enumerate(entries) if e.pattern.role == "progress" and e.pattern.name not in anchors
+        ),
+    )
+    index = replace(
+        index,
+        markable=all(_markable(index.entries[i]) for i in index.collapsible),
+        marking={i: _marking(index.entries[i]) for i in index.collapsible},
+    )
+    patterns.cache["classify_index"] = index
+    return index
+
+
+def _markable(entry: Entry) -> bool:
+    return entry.after is None and not entry.fallback and entry.pattern.teardown_start is None
+
+
+def _marking(entry: Entry) -> tuple[re.Pattern[str], str, tuple[str, ...]]:
+    pattern = entry.pattern
+    head = matcher.head_regex(pattern.regex, entry.ignore_case, MARK_GROUPS) or entry.compiled
+    wanted = pattern.groups if pattern.groups is not None else list(entry.compiled.groupindex)
+    return head, pattern.name, tuple(g for g in MARK_GROUPS if g in wanted)  # as SignalPattern.extract
+
+
+def entries_for(line: str, index: KeywordIndex) -> list[int]:
+    """Indices of the entries whose keywords occur in `line`, in pattern order."""
+    found: set[int] = set(index.unfiltered)
+    for regex, ignore_case in ((index.sensitive_words, False), (index.insensitive_words, True)):
+        if regex is None:
+            continue
+        reports: set[str] = set()
+        match = regex.search(line)
+        while match is not None:
+            reports.add(match.group())
+            match = regex.search(line, match.start() + 1)
+        for reported in reports:
+            key = reported.lower() if ignore_case else reported
+            admitted = index.by_keyword.get(key)
+            if admitted is None:
+                admitted = tuple(
+                    i
+                    for i, e in enumerate(index.entries)
+                    if e.ignore_case == ignore_case and any(k in key for k in e.keywords)
+                )
+                index.by_keyword[key] = admitted
+            found.update(admitted)
+    return sorted(found)
+
+
+def progress_entries(line: str, index: KeywordIndex) -> list[int]:
+    """`entries_for` a line between two candidates: only collapsible entries can match there."""
+    found = []
+    lower = None
+    for i in index.collapsible:  # one of the ~17 kept lines of every run of progress lines: kept lean
+        entry = index.entries[i]
+        haystack = line
+        if entry.ignore_case:  # its keywords are lower case then
+            haystack = lower = line.lower() if lower is None else lower
+        for keyword in entry.keywords:
+            if keyword in haystack:
+                found.append(i)
+                break
+    return found
+
+
+def candidate_indices(lines: Sequence[str], index: KeywordIndex) -> Iterable[int]:
+    """Indices of lines that contain at least one keyword (all, if a pattern has none)."""
+    if index.always:
+        return range(len(lines))
+    if index.prefilter is None:
+        return ()
+    text = "\n".join(lines)
+    starts = []
+    pos = 0
+    for line in lines:
+        starts.append(pos)
+        pos += len(line) + 1
+    # One hit is enough to make a line a candidate: resume the scan at the next line's start
+    # instead of finding every further keyword in this one (a Megatron iteration line holds
+    # several, early on).
+    found: list[int] = []
+    search = index.prefilter.search
+    last = len(starts) - 1
+    match = search(text)
+    while match is not None:
+        i = bisect.bisect_right(starts, match.start()) - 1
+        found.append(i)
+        if i >= last:
+            break
+        match = search(text, starts[i + 1])
+    return found
+
+
+def finder_for(patterns: PatternSet, *, collapse_progress: bool) -> matcher.CandidateFinder:
+    """A candidate finder for one log (core/classify/matcher.py); the prepared patterns are shared."""
+    prepared = patterns.cache.get("matcher")
+    if not isinstance(prepared, matcher.Prepared):
+        collapsible = set(index_of(patterns).collapsible)
+        specs = tuple(
+            matcher.EntrySpec(p.prefilter_keywords, p.ignore_case, p.regex, collapsible=i in collapsible)
+            for i, p in enumerate(patterns.patterns)
+        )
+        prepared = patterns.cache["matcher"] = matcher.Prepared(specs)
+    return matcher.CandidateFinder(prepared, collapse_progress=collapse_progress)

@@ -1,0 +1,48 @@
+"""Launcher and rank prefixes at the start of a log line, stripped before patterns run. No I/O.
+
+Launcher and rank prefixes (`[rank3]:`, `[default3]:`, srun's `3: `, mpirun's
+`[1,3]<stderr>:`, DeepSpeed's `[2023-07-10 04:26:05,876] [INFO] [launch.py:318:fn] `,
+Ray's `(RayTrainWorker pid=123) `) are stripped once, before the patterns run, so
+a pattern is written for the bare line; the rank a prefix names is kept on the
+signal for blame.
+"""
+
+from __future__ import annotations
+
+import re
+
+# One or more prefixes at the start of a line, each optional, in any order:
+#   `[rank3]:` (torchrun >= 2.2), `[default3]:` (torchrun --tee, default role),
+#   `3: ` (srun --label), `[1,3]<stderr>:` (mpirun --tag-output: job, rank),
+#   `[2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] ` (DeepSpeed),
+#   `(RayTrainWorker pid=123) ` / `(pid=123, ip=10.0.0.1) ` (Ray actors and tasks),
+#   `gpu004: ` (pdsh, DeepSpeed's multi-node runner: a lower-case host name with a digit).
+# The rank groups are r_torch, r_srun and r_mpi; the process's own `[rankN]:` wins over the
+# launcher's task number (srun, mpirun).
+_PREFIX = re.compile(
+    r"(?:\s*(?:"
+    r"\[(?:rank|default)(?P<r_torch>\d+)\]:"
+    r"|(?P<r_srun>\d{1,6}): "
+    r"|\[\d+,(?P<r_mpi>\d+)\]<std(?:out|err)>:"
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+\] \[[A-Z]+\] \[[\w.]+:\d+:[\w<>]+\] ?"
+    r"|\((?:[\w.:<>-]+ )?pid=\d+(?:, ip=[\d.]+)?\) "
+    r"|[a-z][a-z0-9-]*\d[a-z0-9.-]*: "
+    r"))+"
+)
+
+
+def strip_prefix(line: str) -> tuple[str, int | None]:
+    """The line without its launcher/rank prefixes, and the rank they name (if any)."""
+    m = _PREFIX.match(line)
+    if m is None:
+        return line, None
+    rank = m.group("r_torch") or m.group("r_srun") or m.group("r_mpi")
+    return line[m.end() :].lstrip(), int(rank) if rank is not None else None
+
+
+def rank_of(prefix_rank: int | None, groups: dict[str, str]) -> int | None:
+    """The rank a prefix names, else the pattern's own `rank` group (a `[Rank 3]` inside the line)."""
+    if prefix_rank is not None:
+        return prefix_rank
+    value = groups.get("rank")
+    return int(value) if value is not None and value.isdigit() else None

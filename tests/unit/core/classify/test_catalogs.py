@@ -1,0 +1,123 @@
+"""Every entry of every message catalog (config/monitoring/catalogs/) classifies as listed.
+
+The catalogs hold each emitter's messages from its source (Slurm, torch elastic, NVIDIA's Xid
+table, CUDA/HIP, NCCL/gloo, the loss scalers, Open MPI and c10d, DataLoader, checkpoint
+files). An entry's `example` line, classified with the shipped `megatron_production` set (as
+`autoexp classify` does), must give the entry's class as the log's cause (roots and cascades),
+no cause at all (info and teardown entries), and the blamed node in a `node` group when the
+entry says it names one.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from oellm_autoexp.adapters.logs.pattern_files import (
+    CATALOG_DIR,
+    load_catalog,
+    load_patterns,
+    monitoring_dirs,
+)
+from oellm_autoexp.core.classify.catalog import (
+    Catalog,
+    CatalogEntry,
+    catalog_patterns,
+    format_regex,
+    keyword_of,
+)
+from oellm_autoexp.core.classify.classifier import classify_lines
+from oellm_autoexp.core.classify.root_cause import log_cause
+from oellm_autoexp.errors import UserError
+
+PATTERNS = load_patterns(["megatron_production"])
+DIRS = monitoring_dirs()
+NAMES = sorted(p.stem for d in DIRS if (d / CATALOG_DIR).is_dir() for p in (d / CATALOG_DIR).glob("*.yaml"))
+CATALOGS = {name: load_catalog(name, DIRS) for name in NAMES}
+CASES = [(name, i, entry) for name, catalog in CATALOGS.items() for i, entry in enumerate(catalog.entries, 1)]
+
+
+def test_every_catalog_is_used_by_the_shipped_patterns() -> None:
+    """base.yaml lists every shipped catalog, so each one's patterns are in the default set."""
+    names = set(PATTERNS.names())
+    unused = [name for name in NAMES if f"{name}.1" not in names]
+    assert NAMES and unused == []
+
+
+@pytest.mark.parametrize(("catalog", "index", "entry"), CASES, ids=[f"{c}.{i}" for c, i, _ in CASES])
+def test_every_entry_classifies_as_listed(catalog: str, index: int, entry: CatalogEntry) -> None:
+    """The entry's example gives its class as the cause (or none for info/teardown), by its own pattern."""
+    signals = classify_lines([entry.example], PATTERNS)
+    own = [s for s in signals if s.pattern in (f"{catalog}.{index}", f"{catalog}.{index}b")]
+    assert own, f"{catalog}.{index}: its own pattern does not match {entry.example!r}"
+    cause = log_cause(signals)
+    if entry.role in ("root", "cascade") and not entry.teardown:
+        assert cause is not None and cause.error_type == entry.error_type, (entry.example, cause)
+    else:
+        assert cause is None, (entry.example, cause)
+    if entry.names_node:
+        assert any(s.groups.get("node") for s in own), own
+
+
+@pytest.mark.parametrize(
+    ("fmt", "groups", "line", "expected"),
+    [
+        ("Task launch for %ps failed on node %s: %m", ["step", "node", "why"],
+         "Task launch for StepId=23.0 failed on node hpc: Job prolog failed",
+         {"step": "StepId=23.0", "node": "hpc", "why": "Job prolog failed"}),
+        ("%lu > %lu, %5.2f%% done", ["a", "b", "pct"], "3 > 2, 12.50% done", {"a": "3", "b": "2", "pct": "12.50"}),
+        ("at %p (x=%x)", ["-", "x"], "at 0x7f00 (x=0x1f)", {"x": "0x1f"}),
+    ],
+)  # fmt: skip
+def test_a_format_becomes_a_regex_of_its_literals_and_conversions(
+    fmt: str, groups: list[str], line: str, expected: dict[str, str]
+) -> None:
+    """Literal text is matched exactly, each conversion by what it prints, named as listed."""
+    import re
+
+    match = re.fullmatch(format_regex(fmt, groups), line)
+    assert match is not None and match.groupdict() == expected
+
+
+def test_a_format_without_a_long_literal_is_refused() -> None:
+    """A format whose literal text is too short to prefilter on cannot be a catalog entry."""
+    with pytest.raises(ValueError, match="literal run"):
+        keyword_of("%s: %s")
+    with pytest.raises(ValueError, match="literal run"):
+        CatalogEntry(format="%s: %d", example="a: 1", error_type="oom")
+
+
+def test_an_xid_entry_also_matches_the_later_xid_it_caused() -> None:
+    """`caused by previous Xid 79` takes Xid 79's class: the earlier Xid is the root."""
+    catalog = Catalog(
+        name="t",
+        source="s",
+        version="v",
+        entries=[CatalogEntry(xid=79, example="x", error_type="gpu_hardware")],
+    )
+    patterns = catalog_patterns(catalog)
+    assert [p.name for p in patterns] == ["t.1", "t.1b"]
+    assert patterns[1].compiled.search(
+        "NVRM: Xid (PCI:0000:dc:00): 45, pid=1, Ch 1 caused by previous Xid 79"
+    )
+    assert not patterns[1].compiled.search("caused by previous Xid 790")
+
+
+def test_a_broken_catalog_is_one_clear_error(tmp_path) -> None:
+    """A catalog entry with a bad key names the file, the entry and the key."""
+    folder = tmp_path / CATALOG_DIR
+    folder.mkdir()
+    (folder / "bad.yaml").write_text(
+        "name: bad\nsource: s\nversion: v\nentries:\n  - format: 'Something failed: %s'\n    example: x\n    role: root\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(UserError, match=r"bad\.yaml: entries\[0\].*error_type"):
+        load_catalog("bad", [tmp_path])
+
+
+def test_a_shared_keyword_is_used_when_the_format_holds_it() -> None:
+    """Entries holding a catalog's shared literal prefilter on it; others on their longest literal."""
+    shared = ["NCCL WARN"]
+    assert keyword_of("NCCL WARN Call to ibv_%s failed with error %s", shared) == "NCCL WARN"
+    assert keyword_of("Gloo connectFullMesh failed with %s", shared) == "Gloo connectFullMesh failed with"
+    # `NCCL WARN` is not inside one literal run here: the longest run is the keyword
+    assert keyword_of("%s NCCL failed %s WARN", ["NCCL WARN"]) == "NCCL failed"
