@@ -190,6 +190,16 @@ def soak_supervision(d: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
+def corpus_accuracy(d: dict[str, Any]) -> list[str]:
+    fit, held = d["fitted"], d["held_out"]
+    return [
+        "| | class accuracy | decision accuracy | excerpts |", "|---|---|---|---|",
+        f"| fitted (the patterns were written for these) | {fit['accuracy']:.1%} | {fit['decision_accuracy']:.1%} | {fit['n']} |",
+        f"| held out (never used to write or tune one) | {held['accuracy']:.1%} | {held['decision_accuracy']:.1%} | {held['n']} |",
+        "", "```", *d["table"].splitlines(), "```",
+    ]  # fmt: skip
+
+
 def time_to_gpu(d: dict[str, Any]) -> list[str]:
     load = ", ".join(
         f"{p}: {v['queued']} queued, {v['seconds'][0]:g}-{v['seconds'][1]:g} s jobs"
@@ -330,6 +340,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "time_to_gpu": time_to_gpu,
     "soak_restarts": soak_restarts,
     "soak_supervision": soak_supervision,
+    "corpus_accuracy": corpus_accuracy,
     "fleet_ettr": fleet_ettr,
 }
 DOC_RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"classify_engines": classify_engines}

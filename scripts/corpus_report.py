@@ -13,7 +13,9 @@ write or tune a pattern: a rising fitted score with a flat held-out one means ge
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from datetime import date
 from pathlib import Path
 
 import yaml
@@ -76,6 +78,8 @@ def main() -> int:
     parser.add_argument("--restart", default="default", help="restart policy under config/restart/")
     parser.add_argument("--wrong", type=int, default=50, metavar="N", help="list up to N wrong readings")
     parser.add_argument("--corpus", type=Path, default=CORPUS_DIR, help="folder of corpus *.yaml files")
+    parser.add_argument("--save", action="store_true",
+                        help="also write benchmarks/results/corpus_accuracy-<date>.json (benchmarks/README.md's table)")  # fmt: skip
     args = parser.parse_args()
     try:
         fitted = load_corpus(args.corpus)
@@ -86,16 +90,35 @@ def main() -> int:
     patterns = load_patterns([args.patterns])
     policy = load_restart_policy(args.restart)
     fitted_score, held_score = score_excerpts(fitted, patterns), score_excerpts(held_out, patterns)
-    print(summary("fitted", fitted_score, policy))
-    print(summary("held out", held_score, policy))
+    head = "\n".join([summary("fitted", fitted_score, policy), summary("held out", held_score, policy)])
+    families = format_families(fitted_score, held_score)
+    print(head)
     print()
-    print(format_families(fitted_score, held_score))
+    print(families)
+    if args.save:
+        save(args, fitted_score, held_score, policy, f"{head}\n\n{families}")
     print()
     print("fitted, per class:")
     print(format_score(fitted_score, wrong_limit=args.wrong))
     print("held out, per class:")
     print(format_score(held_score, wrong_limit=args.wrong))
     return 0
+
+
+def save(args: argparse.Namespace, fitted: Score, held: Score, policy: RestartPolicy, text: str) -> None:
+    """The figures and the printed table, as one results file (benchmarks/tables.py renders it)."""
+    from benchmarks._common import environment  # only when saving: the report itself needs no benchmark code
+
+    def figures(score: Score) -> dict[str, object]:
+        return {"n": len(score.readings), "right": sum(r.right for r in score.readings),
+                "accuracy": score.accuracy,
+                "decision_accuracy": score.decision_accuracy(lambda c: action_for(c, policy))}  # fmt: skip
+
+    data = {"benchmark": "corpus_accuracy", "patterns": args.patterns, "restart": args.restart,
+            **environment(), "fitted": figures(fitted), "held_out": figures(held), "table": text}  # fmt: skip
+    out = REPO / "benchmarks" / "results" / f"corpus_accuracy-{date.today().isoformat()}.json"
+    out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    print(f"saved {out.relative_to(REPO)}")
 
 
 if __name__ == "__main__":
