@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -143,6 +144,31 @@ def run_faults(
         print(f"{name}: autoexp run exited {rc}", flush=True)
 
 
+def run_paused(work: Path, device: str, nproc: int, pause_s: float, limit_s: float) -> None:
+    """A healthy run whose MONITOR is SIGSTOPped for `pause_s` (longer than the hang floor) mid-run:
+    on waking it must read what was written meanwhile, not call its own pause the job's hang."""
+    name = "monitor_paused"
+    args = ["--steps", "900", "--step-time-s", "0.1"]
+    proc = launch(name, work, args, device, nproc)
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and not any(
+        "iteration" in f.read_text(errors="replace") for f in (work / name).rglob("*.out")
+    ):
+        time.sleep(1)
+    time.sleep(10)  # well into training
+    (work / name / "paused").write_text(f"{time.time()} {pause_s}")
+    os.kill(proc.pid, signal.SIGSTOP)
+    time.sleep(pause_s)
+    os.kill(proc.pid, signal.SIGCONT)
+    try:
+        rc = proc.wait(timeout=max(deadline - time.monotonic(), 1))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = -9
+    (work / name / "monitor.rc").write_text(str(rc))
+    print(f"{name}: autoexp run exited {rc} after a {pause_s:g} s pause of the monitor", flush=True)
+
+
 def scenario_row(scenario: Path) -> dict[str, Any]:
     from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore  # the package under test, from the repo
 
@@ -197,7 +223,7 @@ def table(work: Path, out: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["start-healthy", "faults", "table"])
+    parser.add_argument("what", choices=["start-healthy", "faults", "paused", "table"])
     parser.add_argument("work", type=Path)
     parser.add_argument("out", type=Path, nargs="?")
     parser.add_argument("--faults", default="oom,crash,segv,kill,hang,nan")
@@ -205,11 +231,14 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--limit-s", type=float, default=420.0)
+    parser.add_argument("--pause-s", type=float, default=75.0, help="paused: how long the monitor is stopped")
     parser.add_argument("--healthy-args", default=" ".join(HEALTHY_ARGS))
     a = parser.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     if a.what == "start-healthy":
         launch("healthy", a.work, a.healthy_args.split(), a.device, a.nproc, detach=True)
+    elif a.what == "paused":
+        run_paused(a.work, a.device, a.nproc, a.pause_s, a.limit_s)
     elif a.what == "faults":
         timeouts = [int(t) for t in a.timeouts.split(",")]
         run_faults(a.work, a.faults.split(","), timeouts, a.device, a.nproc, a.limit_s)
