@@ -361,6 +361,10 @@ def walltime_minutes(value: object) -> int | None:
 # -- pre-flight: a quick check of every node of an allocation before training (docs/preflight.md) --
 
 
+PreflightCheck = Literal["gemm", "hbm", "allreduce"]
+PREFLIGHT_CHECKS: tuple[PreflightCheck, ...] = ("gemm", "hbm", "allreduce")
+
+
 class PreflightConfig(StrictModel):
     """Checks run on every node of each attempt before training starts (docs/preflight.md).
 
@@ -371,8 +375,8 @@ class PreflightConfig(StrictModel):
     """
 
     enabled: bool = Field(default=False, description="off unless turned on (group preflight: default)")
-    checks: list[Literal["gemm", "hbm", "allreduce"]] = Field(
-        default_factory=lambda: ["gemm", "hbm", "allreduce"],
+    checks: list[PreflightCheck] = Field(
+        default_factory=lambda: list(PREFLIGHT_CHECKS),
         description="gemm: bf16 TFLOP/s per GPU; hbm: allocate, write, verify; allreduce: intra-node bus GB/s",
     )
     relative_min: float = Field(
