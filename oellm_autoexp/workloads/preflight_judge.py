@@ -10,11 +10,15 @@ the report read (config/monitoring/base.yaml `preflight_fail`, daemon/report_dat
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+# The report reads these lines back with the same expressions (re-exported for the tests).
+from oellm_autoexp.core.report.preflight_table import FAIL_RE as FAIL_RE
+from oellm_autoexp.core.report.preflight_table import RESULT_RE as RESULT_RE
+from oellm_autoexp.core.report.preflight_table import STEP_RE as STEP_RE
 
 CPU = "cpu"  # NodeResult.gpu_name of the CPU fallback (figures in GFLOP/s)
 
@@ -134,14 +138,3 @@ def _relative(
         return None
     name = "gemm" if attr == "gemm" else "allreduce"
     return f"{name} {mine:.1f} {unit} < {relative_min:g} x median {median:.1f}"
-
-
-# -- reading the lines back (the report) --
-
-RESULT_RE = re.compile(
-    r"^preflight (?P<node>(?!FAIL )\S+): (?:gemm (?P<gemm>[\d.]+) (?P<unit>[TG]FLOP/s))?"
-    r"(?:, )?(?:hbm (?P<hbm>ok|BAD))?(?:, )?(?:allreduce (?P<bw>[\d.]+) GB/s)?.*?(?P<seconds>[\d.]+) s$"
-)
-FAIL_RE = re.compile(r"^preflight FAIL (?P<node>\S+): (?P<problem>.+)$")
-# The batch script's own line after the step (core/templates/sbatch.sh.j2).
-STEP_RE = re.compile(r"^autoexp: preflight step took (?P<seconds>\d+(?:\.\d+)?) s \(status (?P<rc>\d+)\)")

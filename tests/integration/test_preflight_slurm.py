@@ -144,3 +144,13 @@ def test_a_slow_node_is_left_and_the_next_attempt_completes_elsewhere(autoexp: A
     assert rc == 0 and seconds < CHECK_DEADLINE_S
     order = [i for i, line in enumerate(second_lines) if RESULT_RE.match(line) or "training on node2" in line]
     assert len(order) == 2 and "training on node2" in second_lines[order[1]]
+
+    # `autoexp report`: both nodes checked, node1 excluded with its FAIL line, the checks in lost time.
+    page = autoexp.tmp / "report.html"
+    report = autoexp.cli("report", "--html", str(page))
+    assert report.returncode == 0, report.stderr
+    assert "pre-flight checked node1, node2 (2 node check(s), 1 failed," in report.stdout, report.stdout
+    assert "node1 (attempt 1: gemm " in report.stdout
+    assert "excluded from attempt 2: " in report.stdout and "preflight FAIL node1: gemm " in report.stdout
+    html = page.read_text()
+    assert 'id="preflight-0"' in html and "<td>preflight</td>" in html
