@@ -3,10 +3,15 @@ GPU within a node), its lines read back, and the step's command line from the co
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
+from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.config.models import PreflightConfig
 from oellm_autoexp.core.plan.preflight_step import preflight_argv
+from oellm_autoexp.errors import UserError
 from oellm_autoexp.workloads.preflight_judge import (
     CPU,
     FAIL_RE,
@@ -104,3 +109,24 @@ def test_argv_off_and_on() -> None:
     assert argv[argv.index("--budget-s") + 1] == "30"
     floors = [argv[i + 1] for i, word in enumerate(argv) if word == "--min-gemm-tflops"]
     assert floors == ["A100=200", "H100=500"]
+
+
+def test_shipped_group_turns_it_on_and_a_bad_value_is_one_clear_message(
+    config_dir: Path, write_yaml: Callable[[Path, object], Path]
+) -> None:
+    """`preflight: default` enables the check with the shipped floors; a ratio above 1 is refused
+    naming the key and the bound, as a UserError (no traceback)."""
+    exp = write_yaml(
+        config_dir / "experiments" / "pf.yaml",
+        {
+            "defaults": [{"slurm": "local"}, {"backend": "command"}, {"preflight": "default"}],
+            "experiment": {"name": "pf", "output_dir": "out"},
+            "backend": {"command": ["true"]},
+        },
+    )
+    [job] = load_jobs(exp)
+    assert job.config.preflight.enabled and job.config.preflight.min_gemm_tflops["H100"] == 500
+    [off] = load_jobs(exp, ["preflight.enabled=false"])
+    assert not off.config.preflight.enabled
+    with pytest.raises(UserError, match=r"preflight\.relative_min: Input should be less than or equal to 1"):
+        load_jobs(exp, ["preflight.relative_min=2"])
