@@ -128,7 +128,8 @@ def test_a_slow_node_is_left_and_the_next_attempt_completes_elsewhere(autoexp: A
     assert autoexp.finish(monitor, timeout_s=CHECK_DEADLINE_S + 90) == 0, autoexp.output(monitor)
 
     attempts = autoexp.attempts()
-    assert [a.state.value for a in attempts] == ["FAILED", "COMPLETED"]
+    # Attempt 1 ends by its own exit 1, or by the monitor's cancel when it acted on the settled line first.
+    assert attempts[0].state.value in ("FAILED", "CANCELLED") and attempts[1].state.value == "COMPLETED"
     assert list(attempts[0].nodes) == ["node1"] and list(attempts[1].nodes) == ["node2"]
     assert autoexp.reasons() == [("restart", PREFLIGHT_RESTART), ("stop", COMPLETED)]
     first = log_lines(autoexp, 1)
