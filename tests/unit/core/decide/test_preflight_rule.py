@@ -8,6 +8,7 @@ import yaml
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
 from oellm_autoexp.core.classify.classifier import Classifier
+from oellm_autoexp.core.decide.judge import blame_for
 from oellm_autoexp.core.decide.node_blame import blame_nodes
 from oellm_autoexp.core.decide.policy import (
     DecisionAction,
@@ -109,3 +110,14 @@ def test_a_charged_rule_still_spends_its_budget() -> None:
     second = decide(rules, preflight_outcome(), history, now=1.0)
     assert first.action is DecisionAction.RESTART and first.budget_after == 0
     assert second.action is DecisionAction.STOP and "retry budget exhausted" in second.reason
+
+
+@pytest.mark.parametrize(("failing", "blamed"), [(2, ("n1", "n2")), (4, ("n1", "n2", "n3", "n4")), (5, ())])
+def test_up_to_half_of_the_allocation_is_blamed(failing: int, blamed: tuple[str, ...]) -> None:
+    """The rule trusts per-node measurements for up to half of 8 nodes (the median check cannot fail
+    more); 5 of 8 below a floor is the job's doing: nobody is blamed."""
+    allocation = [f"n{i}" for i in range(1, 9)]
+    lines = [f"preflight FAIL n{i}: gemm 100.0 TFLOP/s < min 500 (H100)" for i in range(1, failing + 1)]
+    signals = Classifier(load_patterns()).feed(lines)
+    result = blame_for(shipped("megatron_transient"), preflight_outcome(), signals, allocation)
+    assert result.nodes == blamed
