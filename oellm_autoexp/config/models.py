@@ -392,7 +392,8 @@ class PreflightConfig(StrictModel):
     budget_s: int = Field(default=60, ge=5, description="the whole step's time limit")
     gemm_size: int = Field(default=8192, ge=64)
     gemm_iters: int = Field(default=50, ge=1)
-    hbm_gib: float = Field(default=2.0, gt=0, description="GiB written and verified per GPU")
+    # The pattern counts in int32: 7.5 GiB (2.0e9 elements) stays below 2**31.
+    hbm_gib: float = Field(default=2.0, gt=0, le=7.5, description="GiB written and verified per GPU")
     allreduce_mb: int = Field(default=256, ge=1)
     device: Literal["auto", "cuda", "cpu"] = "auto"
     python: list[str] = Field(default_factory=lambda: ["python3"], min_length=1, description="argv prefix")
