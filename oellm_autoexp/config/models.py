@@ -361,7 +361,7 @@ def walltime_minutes(value: object) -> int | None:
 # -- pre-flight: a quick check of every node of an allocation before training (docs/preflight.md) --
 
 
-PreflightCheck = Literal["gemm", "hbm", "allreduce"]
+PreflightCheck = Literal["gemm", "hbm", "allreduce", "pairwise"]
 PREFLIGHT_CHECKS: tuple[PreflightCheck, ...] = ("gemm", "hbm", "allreduce")
 
 
@@ -377,7 +377,10 @@ class PreflightConfig(StrictModel):
     enabled: bool = Field(default=False, description="off unless turned on (group preflight: default)")
     checks: list[PreflightCheck] = Field(
         default_factory=lambda: list(PREFLIGHT_CHECKS),
-        description="gemm: bf16 TFLOP/s per GPU; hbm: allocate, write, verify; allreduce: intra-node bus GB/s",
+        description=(
+            "gemm: bf16 TFLOP/s per GPU; hbm: allocate, write, verify; allreduce: intra-node bus GB/s;"
+            " pairwise (opt-in): GB/s between pairs of nodes"
+        ),
     )
     relative_min: float = Field(
         default=0.9, gt=0, le=1, description="a node below this x the allocation's median fails"
@@ -395,6 +398,7 @@ class PreflightConfig(StrictModel):
     # The pattern counts in int32: 7.5 GiB (2.0e9 elements) stays below 2**31.
     hbm_gib: float = Field(default=2.0, gt=0, le=7.5, description="GiB written and verified per GPU")
     allreduce_mb: int = Field(default=256, ge=1)
+    pairwise_mb: int = Field(default=64, ge=1, description="buffer each node of a pair sends")
     device: Literal["auto", "cuda", "cpu"] = "auto"
     python: list[str] = Field(default_factory=lambda: ["python3"], min_length=1, description="argv prefix")
 

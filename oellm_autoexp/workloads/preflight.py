@@ -27,11 +27,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from oellm_autoexp.workloads import acceptance, metrics
+from oellm_autoexp.workloads import acceptance, metrics, preflight_pairs
 from oellm_autoexp.workloads.preflight_judge import (
     CPU,
     NodeResult,
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gemm-iters", type=int, default=50)
     p.add_argument("--hbm-gib", type=float, default=2.0)
     p.add_argument("--allreduce-mb", type=int, default=256)
+    p.add_argument("--pairwise-mb", type=int, default=64)
     return p
 
 
@@ -177,6 +179,21 @@ def allreduce_busbw(devices: Sequence[torch.device], nbytes: int) -> float:
     return metrics.allreduce_busbw_gbps(nbytes, seconds, len(devices))
 
 
+def with_pairs(
+    result: NodeResult, args: argparse.Namespace, environ: Mapping[str, str], scale: float, deadline: float
+) -> NodeResult:
+    """`result` with its cross-node pair figure; unchanged (and said) when the exchange failed."""
+    try:
+        gbps = preflight_pairs.pair_gbps(
+            environ, preflight_pairs.default_device(), args.pairwise_mb * 2**20,
+            timeout_s=max(deadline - time.monotonic(), 1.0),
+        )  # fmt: skip
+    except Exception as exc:  # a peer that never joined: the gather below names missing nodes
+        print(f"preflight: pairwise check not measured on {result.node}: {exc!r}"[:300], flush=True)
+        return result
+    return replace(result, pair_gbps=None if gbps is None else scale * gbps)
+
+
 def write_result(directory: Path, result: NodeResult) -> None:
     """The node's JSON file, whole or not at all: the others read it while it is written."""
     tmp = directory / f".{result.node}.json.tmp"
@@ -231,7 +248,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     deadline = started + max(args.budget_s - SLACK_S, 1.0)
     node = node_name(environ)
-    result = measure(args, node, slow_factor(node, environ))
+    scale = slow_factor(node, environ)
+    result = measure(args, node, scale)
+    if "pairwise" in args.checks.split(","):
+        result = with_pairs(result, args, environ, scale, deadline)
     directory = run_dir(Path(args.results_root), environ)
     directory.mkdir(parents=True, exist_ok=True)
     write_result(directory, result)

@@ -37,6 +37,7 @@ class NodeResult:
     allreduce_gbps: float | None = None  # intra-node bus bandwidth; None: not checked (or 1 device)
     seconds: float = 0.0
     error: str = ""  # a check that raised: the node fails with this
+    pair_gbps: float | None = None  # best of its cross-node pairs (workloads/preflight_pairs.py)
 
     @property
     def gemm_unit(self) -> str:
@@ -69,6 +70,8 @@ def result_line(result: NodeResult) -> str:
         parts.append("hbm ok" if result.hbm_ok else "hbm BAD")
     if result.allreduce_gbps is not None:
         parts.append(f"allreduce {result.allreduce_gbps:.1f} GB/s")
+    if result.pair_gbps is not None:
+        parts.append(f"pairwise {result.pair_gbps:.2f} GB/s")
     parts.append(f"{result.gpus} gpu" if result.gpu_name != CPU else CPU)
     parts.append(f"{result.seconds:.1f} s")
     return f"preflight {result.node}: {', '.join(parts)}"
@@ -95,6 +98,7 @@ def judge(own: NodeResult, everyone: Sequence[NodeResult], limits: Thresholds) -
         or _absolute(own, limits)
         or _relative(own, everyone, limits.relative_min, "gemm", own.gemm_unit)
         or _relative(own, everyone, limits.relative_min, "allreduce_gbps", "GB/s")
+        or _relative(own, everyone, limits.relative_min, "pair_gbps", "GB/s")
     )
 
 
@@ -136,5 +140,6 @@ def _relative(
     median = statistics.median(figures)
     if mine >= relative_min * median:
         return None
-    name = "gemm" if attr == "gemm" else "allreduce"
-    return f"{name} {mine:.1f} {unit} < {relative_min:g} x median {median:.1f}"
+    name = {"gemm": "gemm", "allreduce_gbps": "allreduce", "pair_gbps": "pairwise"}[attr]
+    digits = 2 if attr == "pair_gbps" else 1
+    return f"{name} {mine:.{digits}f} {unit} < {relative_min:g} x median {median:.{digits}f}"

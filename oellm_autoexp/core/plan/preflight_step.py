@@ -40,6 +40,8 @@ def preflight_argv(cfg: PreflightConfig, output_dir: str) -> tuple[str, ...]:
         f"{cfg.hbm_gib:g}",
         "--allreduce-mb",
         str(cfg.allreduce_mb),
+        "--pairwise-mb",
+        str(cfg.pairwise_mb),
         "--min-cpu-gemm-gflops",
         f"{cfg.min_cpu_gemm_gflops:g}",
     ]

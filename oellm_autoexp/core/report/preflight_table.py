@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 RESULT_RE = re.compile(
     r"^preflight (?P<node>(?!FAIL )\S+): (?:gemm (?P<gemm>[\d.]+) (?P<unit>[TG]FLOP/s))?"
-    r"(?:, )?(?:hbm (?P<hbm>ok|BAD))?(?:, )?(?:allreduce (?P<bw>[\d.]+) GB/s)?.*?(?P<seconds>[\d.]+) s$"
+    r"(?:, )?(?:hbm (?P<hbm>ok|BAD))?(?:, )?(?:allreduce (?P<bw>[\d.]+) GB/s)?"
+    r"(?:, )?(?:pairwise (?P<pair>[\d.]+) GB/s)?.*?(?P<seconds>[\d.]+) s$"
 )
 FAIL_RE = re.compile(r"^preflight FAIL (?P<node>[^\s:]+): (?P<problem>.+)$")
 STEP_RE = re.compile(r"^autoexp: preflight step took (?P<seconds>\d+(?:\.\d+)?) s \(status (?P<rc>\d+)\)")

@@ -50,6 +50,9 @@ def gpu(node: str, gemm: float, bw: float | None = 300.0, per_gpu: tuple[float, 
          "gemm 2.0 GFLOP/s < 0.9 x median 8.0"),
         (NodeResult("n2", "cuda", 0, None, error="check raised RuntimeError('x')"), [],
          "check raised RuntimeError('x')"),
+        (NodeResult("n3", CPU, 0, None, pair_gbps=0.01),
+         [NodeResult("n1", CPU, 0, None, pair_gbps=0.2), NodeResult("n2", CPU, 0, None, pair_gbps=0.19)],
+         "pairwise 0.01 GB/s < 0.9 x median 0.19"),
     ],
 )  # fmt: skip
 def test_judge(own: NodeResult, others: list[NodeResult], problem: str | None) -> None:
@@ -76,6 +79,13 @@ def test_floor_for_takes_the_most_specific_type() -> None:
     [
         (gpu("node1", 790.1), "790.1", "TFLOP/s", "ok", "300.0"),
         (NodeResult("node2", CPU, 0, 3.8, seconds=0.8), "3.8", "GFLOP/s", None, None),
+        (
+            NodeResult("n4", H100, 8, 790.0, (790.0,) * 8, True, "", 300.0, 6.0, pair_gbps=41.25),
+            "790.0",
+            "TFLOP/s",
+            "ok",
+            "300.0",
+        ),
         (NodeResult("h", H100, 1, 700.0, (700.0,), True, "", None, 4.0), "700.0", "TFLOP/s", "ok", None),
     ],
 )
