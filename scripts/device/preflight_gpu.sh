@@ -45,12 +45,26 @@ run() {
 }
 
 # The pre-flight's argv exactly as the batch script gets it, from the shipped group.
+# (With pydantic, from .whl as for gpu_autoexp.sh, it is core/plan/preflight_step.py's own argv;
+# without it, the same flags read from the YAML here.)
+if [ -d .whl ] && ! python3 -c 'import pydantic' 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$ROOT
+fi
 mapfile -t PREFLIGHT < <(python3 - <<'PY'
 import yaml
-from oellm_autoexp.config.models import PreflightConfig
-from oellm_autoexp.core.plan.preflight_step import preflight_argv
-cfg = PreflightConfig.model_validate(yaml.safe_load(open("config/preflight/default.yaml")))
-for word in preflight_argv(cfg, "UNUSED")[3:]:  # drop `python3 -m module`; --results-root is replaced below
+data = yaml.safe_load(open("config/preflight/default.yaml"))
+try:
+    from oellm_autoexp.config.models import PreflightConfig
+    from oellm_autoexp.core.plan.preflight_step import preflight_argv
+    argv = list(preflight_argv(PreflightConfig.model_validate(data), "UNUSED")[3:])  # drop `python3 -m M`
+except ImportError:
+    argv = ["--checks", ",".join(data["checks"]), "--relative-min", str(data["relative_min"]),
+            "--budget-s", str(data["budget_s"]), "--gemm-iters", str(data["gemm_iters"]),
+            "--hbm-gib", str(data["hbm_gib"]), "--allreduce-mb", str(data["allreduce_mb"])]
+    for name, floor in sorted(data["min_gemm_tflops"].items()):
+        argv += ["--min-gemm-tflops", f"{name}={floor}"]
+for word in argv:
     print(word)
 PY
 )
