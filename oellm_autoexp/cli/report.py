@@ -8,7 +8,7 @@ from pathlib import Path
 
 from oellm_autoexp.adapters.fs.atomic_file import write_text_atomic
 from oellm_autoexp.cli._sessions import find_session, latest_session, open_store
-from oellm_autoexp.core.report.report import build_report
+from oellm_autoexp.core.report.report import JobReport, build_report
 from oellm_autoexp.core.report.report_html import format_duration, render_report_html
 from oellm_autoexp.daemon.report_data import session_data
 
@@ -36,5 +36,20 @@ def report_command(args: argparse.Namespace) -> int:
     print(f"session {session.id} ({session.name}): {len(report.jobs)} job(s), {restarts} restart(s), "
           f"goodput {goodput} ({format_duration(summary.useful_s)} useful of "
           f"{format_duration(summary.allocation_s)} allocated)")  # fmt: skip
+    for job in report.jobs:
+        _print_preflight(job)
     print(f"wrote {target}")
     return 0
+
+
+def _print_preflight(job: JobReport) -> None:
+    """One line per job that ran pre-flight checks; one more per node they kept off an attempt."""
+    if not job.preflight:
+        return
+    nodes = sorted({r.node for r in job.preflight})
+    failed = sum(1 for r in job.preflight if r.verdict != "pass")
+    print(f"{job.name}: pre-flight checked {', '.join(nodes)} ({len(job.preflight)} node check(s), "
+          f"{failed} failed, {format_duration(job.preflight_s)} in all)")  # fmt: skip
+    for row in job.preflight:
+        if row.excluded:
+            print(f"  {row.node} (attempt {row.attempt_no}: gemm {row.gemm}): {row.excluded}")

@@ -277,6 +277,8 @@ class RootConfig(StrictModel):
     monitoring: dict[str, Any] = Field(default_factory=dict, description="validated by the monitor")
     restart: dict[str, Any] = Field(default_factory=dict, description="validated by the restart policy")
     sweep: SweepConfig | None = None
+    # Defined at the end of this module; built lazily, so the name resolves once the module has run.
+    preflight: PreflightConfig = Field(default_factory=lambda: PreflightConfig())
 
 
 # -- allocation strategies: the checks behind StrategyConfig/SlurmConfig validation --
@@ -354,3 +356,65 @@ def walltime_minutes(value: object) -> int | None:
         hours, (minutes, seconds) = 0, [*parts, 0][:2]
     total_s = ((day_count * 24 + hours) * 60 + minutes) * 60 + seconds
     return -(-total_s // 60) if total_s > 0 and len(parts) <= 3 else None
+
+
+# -- pre-flight: a quick check of every node of an allocation before training (docs/preflight.md) --
+
+
+PreflightCheck = Literal["gemm", "hbm", "allreduce", "pairwise"]
+PREFLIGHT_CHECKS: tuple[PreflightCheck, ...] = ("gemm", "hbm", "allreduce")
+
+
+class PreflightConfig(StrictModel):
+    """Checks run on every node of each attempt before training starts (docs/preflight.md).
+
+    Each node measures its GPUs (or, without a GPU, the CPU: a matmul in GFLOP/s, so the path
+    runs anywhere) and writes one result line; a node below an absolute floor for its GPU type,
+    or below `relative_min` x the allocation's median, fails the attempt with
+    `preflight FAIL <node>: ...`, which the shipped patterns classify and blame on that node.
+    """
+
+    enabled: bool = Field(default=False, description="off unless turned on (group preflight: default)")
+    checks: list[PreflightCheck] = Field(
+        default_factory=lambda: list(PREFLIGHT_CHECKS),
+        description=(
+            "gemm: bf16 TFLOP/s per GPU; hbm: allocate, write, verify; allreduce: intra-node bus GB/s;"
+            " pairwise (opt-in): GB/s between pairs of nodes"
+        ),
+    )
+    relative_min: float = Field(
+        default=0.9, gt=0, le=1, description="a node below this x the allocation's median fails"
+    )
+    min_gemm_tflops: dict[str, float] = Field(
+        default_factory=dict, description="absolute floor per GPU type (a substring of the device name)"
+    )
+    min_allreduce_gbps: dict[str, float] = Field(
+        default_factory=dict, description="absolute bus-bandwidth floor per GPU type"
+    )
+    min_cpu_gemm_gflops: float = Field(default=0.0, ge=0, description="floor of the CPU fallback")
+    budget_s: int = Field(default=60, ge=5, description="the whole step's time limit")
+    gemm_size: int = Field(default=8192, ge=64)
+    gemm_iters: int = Field(default=50, ge=1)
+    # The pattern counts in int32: 7.5 GiB (2.0e9 elements) stays below 2**31.
+    hbm_gib: float = Field(default=2.0, gt=0, le=7.5, description="GiB written and verified per GPU")
+    allreduce_mb: int = Field(default=256, ge=1)
+    pairwise_mb: int = Field(default=64, ge=1, description="buffer each node of a pair sends")
+    device: Literal["auto", "cuda", "cpu"] = "auto"
+    python: list[str] = Field(default_factory=lambda: ["python3"], min_length=1, description="argv prefix")
+
+    @field_validator("python", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return _split_command(value)
+
+    @field_validator("min_gemm_tflops", "min_allreduce_gbps")
+    @classmethod
+    def _floors_not_negative(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = sorted(k for k, v in value.items() if v < 0)
+        if bad:
+            raise ValueError(f"floors are >= 0 (negative for {', '.join(bad)})")
+        return value
+
+
+# RootConfig names PreflightConfig before it is defined (it is appended here): resolve it now.
+RootConfig.model_rebuild()

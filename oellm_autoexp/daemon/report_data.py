@@ -27,6 +27,7 @@ from oellm_autoexp.adapters.store.sqlite_store import (
 from oellm_autoexp.core.classify.classifier import Classifier
 from oellm_autoexp.core.classify.signals import PatternSet
 from oellm_autoexp.core.replay.line_time import stamp_of, year_of
+from oellm_autoexp.core.report.preflight_table import AttemptPreflight, parse_preflight
 from oellm_autoexp.core.report.report import (
     AttemptData,
     DecisionData,
@@ -39,6 +40,7 @@ from oellm_autoexp.daemon.session import plan_from_dict
 from oellm_autoexp.daemon.settings import split_monitoring
 
 MAX_LOG_BYTES = 256 * 1024 * 1024  # a log past this is read up to here only (the report stays quick)
+PREFLIGHT_LOG_BYTES = 1024 * 1024  # the pre-flight's lines come first in a log: its head is enough
 
 
 def session_data(store: SQLiteStore, session: SessionInfo, now_s: float) -> SessionData:
@@ -84,7 +86,18 @@ def _attempt_data(store: SQLiteStore, attempt: AttemptInfo, patterns: PatternSet
         start_s=start.timestamp() if start else None,
         end_s=attempt.ended_at.timestamp() if attempt.ended_at else None,
         progress=progress,
+        preflight=preflight_of(Path(attempt.log_path)) if attempt.log_path else None,
     )
+
+
+def preflight_of(log: Path) -> AttemptPreflight | None:
+    """The pre-flight lines at the head of an attempt's log; None without any (or no log)."""
+    try:
+        with log.open("rb") as handle:
+            head = handle.read(PREFLIGHT_LOG_BYTES)
+    except OSError:
+        return None
+    return parse_preflight(head.decode("utf-8", errors="replace").splitlines())
 
 
 def _decision_data(d: DecisionInfo, numbers: dict[int, int]) -> DecisionData:

@@ -4,6 +4,7 @@ Evidence that names one node for a reason of its own:
 - a GPU hardware line with its host (`<host> kernel: NVRM: Xid ...`, ECC, "fallen off the bus");
   a host-less one blames the node only when the allocation has a single node;
 - srun's `Node failure on <node>`;
+- the pre-flight's `preflight FAIL <node>: ...` (the node measured itself slow or broken);
 - a node Slurm itself reports DRAIN/DOWN/FAIL (core/jobs/slurm_nodes.py);
 - the node lists of a job the cluster requeued after a node failure (`sacct --duplicates`):
   the nodes common to every NODE_FAIL run.
@@ -25,6 +26,7 @@ from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth, RunNodes
 DEFAULT_MAX_SHARE = 0.25  # blame no one when evidence names more than this share of the allocation
 HARDWARE_PATTERNS = frozenset({"xid", "gpu_fallen_off_bus", "ecc_error"})  # config/monitoring/base.yaml
 NODE_FAILURE_PATTERNS = frozenset({"srun_node_failure"})
+PREFLIGHT_PATTERNS = frozenset({"preflight_fail"})  # workloads/preflight.py names the node it judged
 NODE_FAILURE_STATES = frozenset({JobState.NODE_FAIL})  # runs of a requeued job that failed on a node
 NODE_GROUPS = ("node", "host", "hostname")  # named regex groups that carry a node name
 
@@ -97,7 +99,7 @@ def _guard(candidates: tuple[Blame, ...], allocation_size: int, max_share: float
 def _from_signals(signals: Iterable[Signal], allocation: Sequence[str]) -> list[Blame]:
     out = []
     for signal in signals:
-        if signal.pattern not in HARDWARE_PATTERNS | NODE_FAILURE_PATTERNS:
+        if signal.pattern not in HARDWARE_PATTERNS | NODE_FAILURE_PATTERNS | PREFLIGHT_PATTERNS:
             continue
         node = _node_of(signal.groups)
         if node is None and signal.pattern in HARDWARE_PATTERNS and len(allocation) == 1:

@@ -17,7 +17,8 @@ every reason it can return. The order of questions, each answered by a reason:
 6. Budgets: first the job's cumulative GPU-/wall-hours (`max_gpu_hours`,
    `max_wall_hours`, from `history.spent`), then, most specific first: per-error-type,
    the rule's `max_retries`, the rate window. One run out -> stop, naming the budget
-   and its numbers.
+   and its numbers. A rule with `charge_budget: false` spends neither of the first two
+   (a node failing its pre-flight costs no training); its window still counts.
 7. Otherwise restart, after `delay_s`, excluding the nodes the evidence blamed if asked.
 
 Adaptive restarts. A restart rule with `overrides:` (a list of config override
@@ -121,6 +122,10 @@ class RestartRule(_Model):
     backoff: Backoff | None = None  # grow the delay with each restart; None: always cooldown_s
     window: Window | None = None  # rate limit over a sliding time window
     refill_on_progress: bool = False  # forgive restarts once the job got past its best iteration
+    # False: restarts by this rule spend no retry budget (max_retries, error_type_budgets); the
+    # window and the job's GPU-/wall-hour budgets still apply. For failures that cost no training
+    # and move the job elsewhere (a node failing its pre-flight check, docs/preflight.md).
+    charge_budget: bool = True
     # Keep the next attempts off a node the evidence singles out (core/decide/node_blame.py: a hardware
     # line with its host, srun's `Node failure on X`), unless it names more than this share of
     # the allocation: then the failure is job-wide and no node is blamed.
@@ -393,20 +398,23 @@ def _restart_within_budgets(
 ) -> Decision:
     charged = charged_restarts(rule, history)
     left = max(rule.max_retries - len(charged), 0)
-    exhausted = (
-        _spend_reason(limits, history.spent)
-        or _error_type_budget_reason(rule, outcome, charged)
-        or _retry_budget_reason(rule, history, len(charged))
-        or _window_reason(rule, history, now)
+    retries = (
+        _error_type_budget_reason(rule, outcome, charged) or _retry_budget_reason(rule, history, len(charged))
+        if rule.charge_budget
+        else None
     )
+    exhausted = _spend_reason(limits, history.spent) or retries or _window_reason(rule, history, now)
     if exhausted is not None:
         return _budget_stop(rule, outcome, exhausted, left)
+    reason = f"Transient failure detected (error_type={outcome.cause})"
+    if not rule.charge_budget:
+        reason += f"; not charged to a retry budget (rule {rule.name})"
     return Decision(
         DecisionAction.RESTART,
-        f"Transient failure detected (error_type={outcome.cause})",
+        reason,
         rule=rule.name,
         budget_before=left,
-        budget_after=left - 1,
+        budget_after=left - 1 if rule.charge_budget else left,
         delay_s=restart_delay_s(rule, len(charged)),
         exclude_nodes=_exclude_nodes(rule, blamed, history),
         cancel_first=outcome.still_running,

@@ -19,6 +19,7 @@ from oellm_autoexp.backends.build import build_argv, procs_per_node
 from oellm_autoexp.backends.megatron_torchrun import exit_signal
 from oellm_autoexp.config.experiment import JobConfig
 from oellm_autoexp.config.models import MegatronTorchrunBackend, RootConfig, SlurmConfig
+from oellm_autoexp.core.plan.preflight_step import preflight_argv
 from oellm_autoexp.core.plan.render import ScriptSpec, render_sbatch
 from oellm_autoexp.errors import UserError
 
@@ -164,6 +165,8 @@ def script_spec(
         forward_signals=signals,
         worker_signals=_worker_signals(cfg),
         worker_signal_as=_worker_signal_as(cfg),
+        preflight=preflight_argv(cfg.preflight, out),
+        preflight_budget_s=cfg.preflight.budget_s,
     )
 
 

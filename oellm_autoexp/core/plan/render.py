@@ -49,6 +49,10 @@ class ScriptSpec:
     # e.g. the walltime USR1 into the SIGTERM Megatron's --exit-signal-handler stops on,
     # sent to the launcher's children only (torchrun itself would tear the job down on TERM).
     worker_signal_as: tuple[tuple[str, str], ...] = ()
+    # The pre-flight check's argv (core/plan/preflight_step.py), run on every node before the
+    # launch; () when it is off. Its time limit in seconds.
+    preflight: tuple[str, ...] = ()
+    preflight_budget_s: int = 0
 
 
 def sbatch_quote(value: str) -> str:

@@ -16,7 +16,10 @@ Definitions (times are epoch seconds of the monitor's clock):
 - Lost time of a restart: from the first fatal line of the attempt that ended (its
   read time; else the attempt's end; else the decision) to the first iteration of
   the next attempt (else its end, else `now`). It covers the settle window, the
-  cancel, the queue, the start-up and the checkpoint load.
+  cancel, the queue, the start-up and the checkpoint load, less the next attempt's
+  pre-flight check, which is lost time of its own (cause `preflight`).
+- Pre-flight time: each attempt's check step as the batch script timed it
+  (docs/preflight.md); its sum is the `preflight` row of the lost time by cause.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from oellm_autoexp.core.report.preflight_table import AttemptPreflight, PreflightRow, preflight_rows
 from oellm_autoexp.core.watch.evidence import Evidence
 
 ZONE_STEP_S = 900.0  # time zones differ by multiples of a quarter hour
@@ -54,6 +58,7 @@ class AttemptData:
     start_s: float | None  # started (else submitted) time
     end_s: float | None  # ended time; None while it runs
     progress: tuple[tuple[float, int], ...] = ()  # (time, iteration), in log order
+    preflight: AttemptPreflight | None = None  # the pre-flight check's lines in its log, if it ran one
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,10 @@ class RestartLoss:
     fatal_s: float
     resumed_s: float
     lost_s: float
+    preflight_s: float = 0.0  # the next attempt's check inside this window, counted as `preflight`
+
+
+PREFLIGHT_CAUSE = "preflight"  # the lost-time row of the pre-flight checks
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,8 @@ class JobReport:
     losses: tuple[RestartLoss, ...]
     allocation_s: float
     useful_s: float
+    preflight: tuple[PreflightRow, ...] = ()  # every node checked, per attempt
+    preflight_s: float = 0.0  # the checks' time over all attempts
 
 
 @dataclass(frozen=True)
@@ -187,7 +198,30 @@ def _job_report(job: JobData, now_s: float) -> JobReport:
         losses=_losses(attempts, job.decisions, now_s),
         allocation_s=sum(b.end_s - b.start_s for b in bars),
         useful_s=useful_seconds(attempts),
+        preflight=preflight_rows([(a.attempt_no, a.preflight) for a in attempts], _exclusions(job.decisions)),
+        preflight_s=sum(_check_s(a) for a in attempts),
     )
+
+
+def _check_s(attempt: AttemptData | None) -> float:
+    check = attempt.preflight if attempt is not None else None
+    if check is None or check.step_s is None:
+        return 0.0
+    return check.step_s
+
+
+def _exclusions(decisions: Sequence[DecisionData]) -> dict[int, dict[str, str]]:
+    """attempt number -> {node: why the attempt after it excluded the node} (restarts only)."""
+    out: dict[int, dict[str, str]] = {}
+    for d in decisions:
+        if d.action != "restart" or d.attempt_no is None:
+            continue
+        blamed = dict(b.split(": ", 1) for b in d.evidence.blamed if ": " in b)
+        out[d.attempt_no] = {
+            node: f"excluded from attempt {d.attempt_no + 1}: {blamed.get(node, 'excluded before')}"
+            for node in d.evidence.exclude_nodes
+        }
+    return out
 
 
 def _within(t_s: float, attempt: AttemptData, now_s: float) -> float:
@@ -268,7 +302,9 @@ def _losses(
         ended, following = by_no.get(d.attempt_no), by_no.get(d.attempt_no + 1)
         fatal = _fatal_time(d, ended)
         resumed = _resume_time(following, now_s)
-        out.append(RestartLoss(d.attempt_no, _cause(d.evidence), fatal, resumed, max(resumed - fatal, 0.0)))
+        window = max(resumed - fatal, 0.0)
+        check = min(_check_s(following), window)
+        out.append(RestartLoss(d.attempt_no, _cause(d.evidence), fatal, resumed, window - check, check))
     return tuple(out)
 
 
@@ -297,6 +333,8 @@ def _summary(jobs: Sequence[JobReport]) -> Summary:
         for loss in job.losses:
             restarts[loss.cause] = restarts.get(loss.cause, 0) + 1
             lost[loss.cause] = lost.get(loss.cause, 0.0) + loss.lost_s
+        if job.preflight_s > 0:
+            lost[PREFLIGHT_CAUSE] = lost.get(PREFLIGHT_CAUSE, 0.0) + job.preflight_s
     return Summary(
         allocation_s=allocation,
         useful_s=useful,

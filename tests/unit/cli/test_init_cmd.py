@@ -42,7 +42,8 @@ def test_the_starter_is_a_local_resumable_training_run(tmp_path: Path, config_di
     [job] = load_jobs(tmp_path / "experiment.yaml")
     assert job.config.executor == "local"
     assert job.config.backend.command[:3] == ["python", "-m", "oellm_autoexp.workloads.train"]
-    assert [rule["name"] for rule in job.config.restart["rules"]][:2] == [
+    assert [rule["name"] for rule in job.config.restart["rules"]][:3] == [
+        "preflight",
         "megatron_rerun",
         "megatron_validation_failed",
     ]

@@ -38,6 +38,11 @@ CASES = {
         TORCHRUN,
         ["slurm.nodes=2", "slurm.gpus_per_node=4", "slurm.signal.enabled=true"],
     ),
+    # The shipped pre-flight group on a 2-node GPU job: its srun step before the launch.
+    "torchrun_2node_preflight": (
+        {**TORCHRUN, "defaults": [*TORCHRUN["defaults"], {"preflight": "default"}]},
+        ["slurm.nodes=2", "slurm.gpus_per_node=4"],
+    ),
     "megatron_1node": ("megatron_llama8b_juwels.yaml", ["slurm.nodes=1"]),
     "megatron_8node": ("megatron_llama8b_juwels.yaml", ["backend.megatron.micro_batch_size=4"]),
     "megatron_tiny_local": ("megatron_tiny_local.yaml", []),
