@@ -8,6 +8,7 @@ from oellm_autoexp.adapters.executors.base import ExecutorError
 from oellm_autoexp.adapters.store.sqlite_store import JobStatus
 from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_store
 from oellm_autoexp.daemon.session import job_runtime
+from oellm_autoexp.daemon.successor import unended, write_stop_file
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,11 +30,14 @@ def cancel_command(args: argparse.Namespace) -> int:
             store.set_job_status(
                 job.id, JobStatus.CANCELLED_BY_USER.value, "Cancelled by user (autoexp cancel)"
             )
-            latest = store.latest_attempt(job.id)
-            if latest and latest.executor_job_id and latest.ended_at is None:
+            # Then its stop file: a queued successor that Slurm starts anyway exits without training.
+            write_stop_file(state, job.id, "Cancelled by user (autoexp cancel)")
+            live = unended(store, job.id)  # the running attempt and its queued successor, if any
+            for attempt in live:
                 try:
-                    job_runtime(job, state).executor.cancel(latest.executor_job_id)
+                    job_runtime(job, state).executor.cancel(attempt.executor_job_id or "")
                 except ExecutorError as exc:
-                    print(f"warning: cancelling job {latest.executor_job_id} failed: {exc}")
-            print(f"cancelled {job.name}" + (f" (job {latest.executor_job_id})" if latest else ""))
+                    print(f"warning: cancelling job {attempt.executor_job_id} failed: {exc}")
+            ids = ", ".join(f"job {a.executor_job_id}" for a in live)
+            print(f"cancelled {job.name}" + (f" ({ids})" if ids else ""))
     return 0

@@ -74,6 +74,7 @@ from oellm_autoexp.daemon.session_lock import SessionLocks
 from oellm_autoexp.daemon.settings import poll_interval_s
 from oellm_autoexp.daemon.strays import StrayNet
 from oellm_autoexp.daemon.submitter import Submitter
+from oellm_autoexp.daemon.successor import watched_attempt
 from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt, job_history
 
 FLUSH_WAIT_S = 2.0  # how long a job's end waits for the tailer to read its last lines
@@ -129,6 +130,7 @@ class Monitor:
         # disk is full (retried each poll); the stray net cancels jobs of ours nobody tracks.
         self._writes = BufferedStore(store, self._say)
         self._strays = StrayNet(store, self.session_ids, self._say)
+        self._submitter.successors.on_cancel = self._strays.note_cancelled
         self._observer = observers_for(store, state_dir, self._say, observers)  # alerts, metrics
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -218,6 +220,7 @@ class Monitor:
         if problem is not None:
             self._stop_store_lost(problem)
             return
+        self._submitter.successors.keep_held(list(self._runtimes.values()), now)
         for sid in self._locks.heartbeat(utc(now)):
             # Another monitor took the lock (ours looked stale): deciding beside it could
             # submit jobs twice. Stop; the jobs go on under the new holder.
@@ -272,7 +275,7 @@ class Monitor:
     def _resume(self, now: float) -> None:
         """Re-attach to what earlier monitors left: intents, live attempts, unjudged ends."""
         for rt in self._runtimes.values():
-            latest = self.store.latest_attempt(rt.job.id)
+            latest = watched_attempt(self.store, rt.job.id)  # not its queued successor
             if rt.job.status != JobStatus.ACTIVE.value:
                 if latest is not None:
                     self._attach(rt, latest, now)  # only to record how the cancelled attempt ended
@@ -317,6 +320,8 @@ class Monitor:
                 else JobStatus.STOPPED
             )
             self._writes.write("set_job_status", rt.job.id, status.value, last.reason)
+        if last.action != DecisionAction.RESTART.value:
+            self._submitter.successors.drop(rt, last.reason, now, after_attempt_no=attempt.attempt_no)
         if attempt.ended_at is None and not is_terminal(attempt.state):
             live = self._attach(rt, attempt, now)
             live.decided_early = live.cancelled_by_monitor = True
@@ -334,6 +339,7 @@ class Monitor:
             self._say(f"{rt.job.name}: not resubmitting: the job is {status}")
             return
         if not self._checkpoint_ready(rt, now):
+            self._submitter.successors.drop(rt, "stopped by the checkpoint check", now)
             return
         attempt = self._submitter.submit(rt, exclude_arg(self.store, rt, utc(now)), now)
         if attempt is not None:
@@ -564,6 +570,9 @@ class Monitor:
         effects = judgement.effects
         if judgement.outcome.still_running:
             live.decided_early = True
+        if judgement.decision.action in (DecisionAction.STOP, DecisionAction.NOTIFY):  # stop file, cancel
+            self._submitter.successors.drop(live.runtime, judgement.decision.reason, now,
+                                            after_attempt_no=live.attempt.attempt_no)  # fmt: skip
         if effects.cancel and live.attempt.id in self._live:
             live.cancelled_by_monitor = True
             self._cancel(live)

@@ -22,6 +22,7 @@ from oellm_autoexp.adapters.executors.command_timing import CommandFailure
 from oellm_autoexp.adapters.executors.parent_death import die_with_parent
 from oellm_autoexp.core.decide.exclusions import scontrol_exclude_command
 from oellm_autoexp.core.decide.spend import SPEND_SACCT_FORMAT, AttemptUsage, parse_usage
+from oellm_autoexp.core.decide.successor import start_time_command
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState, is_terminal
 from oellm_autoexp.core.jobs.slurm_parse import (
@@ -211,6 +212,16 @@ class SlurmExecutor:
     def update_excluded_nodes(self, job_id: str, nodes: str) -> None:
         """Set a PENDING job's excluded nodes (`nodes` is the whole list: it replaces, not adds)."""
         run_slurm_command(scontrol_exclude_command(job_id, nodes), self.timeout_s)
+
+    def started_at(self, job_id: str) -> datetime | None:
+        """When the job started (sacct's Start); None while it has not, or sacct does not know it yet."""
+        record = self._sacct([job_id]).get(job_id)
+        return record.start if record else None
+
+    def set_start_time(self, job_ids: Sequence[str], from_now_s: int) -> None:
+        """Hold queued jobs until `from_now_s` from now (0: release them); ONE scontrol call."""
+        if job_ids:
+            run_slurm_command(start_time_command(job_ids, from_now_s), self.timeout_s)
 
     def _squeue(self, ids: list[str]) -> dict[str, JobRecord]:
         argv = ["squeue", "--noheader", "--jobs", ",".join(ids), "-o", SQUEUE_FORMAT]
