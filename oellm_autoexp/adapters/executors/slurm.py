@@ -51,24 +51,32 @@ _FORGOTTEN = ("Invalid job id", "already completing or completed", "Job/step alr
 
 
 def run_slurm_command(
-    argv: Sequence[str], timeout_s: float = COMMAND_TIMEOUT_S, env: Mapping[str, str] | None = None
+    argv: Sequence[str],
+    timeout_s: float = COMMAND_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
+    *,
+    base_env: Mapping[str, str] | None = None,
+    stdin_text: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run one Slurm CLI command; ExecutorError if it is missing or fails, ExecutorTimeout if it hangs.
 
     The command dies with the thread that started it (a SIGKILLed monitor leaves no
     sbatch behind to submit a job nobody tracks), and a timeout kills its whole
-    process group (a wrapper script's children too). Every run is reported
+    process group (a wrapper script's children too). `env` is added to `base_env` (default:
+    this process's environment); `stdin_text` is written to its input. Every run is reported
     (adapters/executors/command_timing.py) with its time and how it failed.
     """
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
             list(argv),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin_text is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=None if env is None else {**os.environ, **env},
+            env=None
+            if env is None and base_env is None
+            else {**(os.environ if base_env is None else base_env), **(env or {})},
             start_new_session=True,
             preexec_fn=die_with_parent(os.getpid()),
         )
@@ -76,7 +84,7 @@ def run_slurm_command(
         command_timing.report_since(argv[0], started, CommandFailure.MISSING)
         raise ExecutorError(f"{argv[0]}: command not found (is Slurm installed?)") from exc
     try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
+        stdout, stderr = proc.communicate(stdin_text, timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
         _kill_group(proc)
         command_timing.report_since(argv[0], started, CommandFailure.TIMEOUT)
