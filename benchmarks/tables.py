@@ -193,6 +193,15 @@ def time_to_gpu(d: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
+def successor_restart(d: dict[str, Any]) -> list[str]:
+    out = [f"{d['trials']} trials per row, failures {d['fail_stagger_s']:g} s apart; commit `{d['commit'][:10]}`"
+           f"{' (dirty tree)' if d['dirty'] else ''}.", "",
+           "| failure → next attempt RUNNING | p50 | p90 | p99 | n | missed |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for row in d["rows"].values():
+        out.append(f"| {row['label']} | {_pcts(row)} | {row['missed']} |")
+    return out
+
+
 # One line per benchmark naming its main figures: the previous run's is shown where it differs.
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "fatal_to_decision": lambda d: (
@@ -224,6 +233,9 @@ HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
         f"{d['cycles']} cycles, {d['monitors_killed']} SIGKILLs: lost {d['jobs_lost']}, duplicates "
         f"{d['duplicates']}, spurious {d['spurious_restarts']}, missing {d['decisions_missing']}"
     ),
+    "successor_restart": lambda d: (
+        "p50 " + ", ".join(f"{row['label']} {_s(row.get('p50'))}" for row in d["rows"].values())
+    ),
     "replay": lambda d: (
         f"replay {d['replay_s']:.2f} s, classify {d['classify_s']:.2f} s, ratio {d['ratio']:.2f}"
     ),
@@ -252,6 +264,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "replay": replay,
     "time_to_gpu": time_to_gpu,
     "soak_restarts": soak_restarts,
+    "successor_restart": successor_restart,
 }
 DOC_RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"classify_engines": classify_engines}
 

@@ -87,6 +87,8 @@ class Successors:
         self._say = say
         self._started_s = started_s  # when this monitor began: a successor started earlier ran unwatched
         self._renew_at_s = 0.0  # when keep_held next pushes the successors' start back
+        self._released: set[str] = set()  # successors this monitor adopted (their hold is over)
+        self._queued: set[str] = set()  # successors this monitor queued
         self.on_cancel: Callable[[str], None] = lambda _executor_id: None  # the monitor's stray net hears it
 
     # -- queueing ---------------------------------------------------------------------------------
@@ -95,7 +97,7 @@ class Successors:
         self, rt: JobRuntime, attempt: AttemptInfo, exclude_nodes: Sequence[str], now: float
     ) -> None:
         """Queue attempt N+1 behind attempt N (its Slurm id), if the policy and its budget allow."""
-        if rt.executor.name != "slurm" or not attempt.executor_job_id:
+        if not rt.policy.queued_successor or rt.executor.name != "slurm" or not attempt.executor_job_id:
             return
         decisions = self.store.decisions_for_job(rt.job.id)
         restarts = sum(1 for d in decisions if d.action == DecisionAction.RESTART.value)
@@ -128,6 +130,7 @@ class Successors:
         self.store.confirm_submitted(
             attempt_id, executor_id, now=utc(now), log_path=log_path_for(plan, executor_id)
         )
+        self._queued.add(executor_id)
         self._say(
             f"  {rt.job.name} attempt {attempt_no} queued behind job {attempt.executor_job_id}: job {executor_id}"
         )
@@ -136,6 +139,8 @@ class Successors:
 
     def adopt(self, rt: JobRuntime, exclude_nodes: Sequence[str], now: float) -> AttemptInfo | None:
         """The queued successor as the restart's attempt; None when there is none to adopt."""
+        if not rt.policy.queued_successor:
+            return None
         queued = [a for a in unended(self.store, rt.job.id) if a.attempt_no > self._judged_no(rt.job.id)]
         if not queued:
             return None
@@ -151,6 +156,7 @@ class Successors:
             return None  # the restart submits afresh, with --exclude
         if state is JobState.PENDING and exclude_nodes:
             self._update_excludes(rt, executor_id, exclude_nodes)
+        self._released.add(executor_id)  # never held again by this monitor
         if state is JobState.PENDING:
             self._set_start(rt, [executor_id], 0)  # released: it starts once its predecessor failed
         self._note_unsupervised(rt, successor, state, now)
@@ -176,17 +182,19 @@ class Successors:
         """Push every queued successor's start back by its hold: a live monitor decides when it runs."""
         if now < self._renew_at_s:
             return
-        held = [
-            rt for rt in runtimes if rt.executor.name == "slurm" and rt.policy.queued_successor_hold_s > 0
-        ]
+        held = [rt for rt in runtimes if rt.policy.queued_successor and rt.executor.name == "slurm"
+                and rt.policy.queued_successor_hold_s > 0]  # fmt: skip
         if not held:
             return
         self._renew_at_s = now + min(renew_every_s(rt.policy.queued_successor_hold_s) for rt in held)
         for rt in held:
-            after = self._judged_no(rt.job.id)
-            ids = [
-                a.executor_job_id or "" for a in unended(self.store, rt.job.id)[1:] if a.attempt_no > after
-            ]
+            # Held: what waits behind the attempt that runs (the lowest not ended), and what this
+            # monitor queued (in a restart's cooldown the successor is the lowest), until released.
+            # Never the running attempt, nor a fresh restart waiting in the queue for resources.
+            judged, open_ones = self._judged_no(rt.job.id), unended(self.store, rt.job.id)
+            ids = [a.executor_job_id or "" for i, a in enumerate(open_ones)
+                   if a.attempt_no > judged and (i > 0 or a.executor_job_id in self._queued)
+                   and a.executor_job_id not in self._released]  # fmt: skip
             self._set_start(rt, ids, rt.policy.queued_successor_hold_s)
 
     def _set_start(self, rt: JobRuntime, ids: Sequence[str], from_now_s: int) -> None:
