@@ -146,19 +146,18 @@ class Successors:
             return None
         successor = queued[-1]
         executor_id = successor.executor_job_id or ""
-        try:
-            record = rt.executor.query([executor_id]).get(executor_id)
-        except ExecutorError:
-            record = None  # watched from here on: the next poll says how it is
-        state = record.state if record else JobState.UNKNOWN
-        if record is not None and state is JobState.RUNNING and set(record.nodes) & set(exclude_nodes):
-            self._cancel(rt, successor, f"it runs on {','.join(record.nodes)}, now excluded", now)
-            return None  # the restart submits afresh, with --exclude
-        if state is JobState.PENDING and exclude_nodes:
-            self._update_excludes(rt, executor_id, exclude_nodes)
+        if exclude_nodes:  # before the release: it must not start on a node now excluded
+            state, nodes = self._state(rt, executor_id)
+            if state is JobState.RUNNING and set(nodes) & set(exclude_nodes):
+                self._cancel(rt, successor, f"it runs on {','.join(nodes)}, now excluded", now)
+                return None  # the restart submits afresh, with --exclude
+            if state is JobState.PENDING:
+                self._update_excludes(rt, executor_id, exclude_nodes)
+        # Released first, asked after: its start is what the restart waits for. One that started or
+        # ended meanwhile makes scontrol fail for it alone, which says nothing new.
         self._released.add(executor_id)  # never held again by this monitor
-        if state is JobState.PENDING:
-            self._set_start(rt, [executor_id], 0)  # released: it starts once its predecessor failed
+        self._set_start(rt, [executor_id], 0)
+        state, _ = self._state(rt, executor_id)
         self._note_unsupervised(rt, successor, state, now)
         self._say(
             f"✓ {rt.job.name} attempt {successor.attempt_no}: the queued successor, job {executor_id} ({state.value})"
@@ -167,6 +166,15 @@ class Successors:
             adopted = self.store.find_attempt_by_tag(successor.submit_tag) or successor
             self.queue_behind(rt, adopted, exclude_nodes, now)
         return successor
+
+    @staticmethod
+    def _state(rt: JobRuntime, executor_id: str) -> tuple[JobState, tuple[str, ...]]:
+        """The successor's state and nodes as Slurm says now (UNKNOWN when it cannot tell)."""
+        try:
+            record = rt.executor.query([executor_id]).get(executor_id)
+        except ExecutorError:
+            record = None  # watched from here on: the next poll says how it is
+        return (record.state, record.nodes) if record else (JobState.UNKNOWN, ())
 
     def _judged_no(self, job_id: int) -> int:
         """The highest attempt a restart was decided for: only a later one can be its successor
@@ -205,7 +213,7 @@ class Successors:
             set_start(ids, from_now_s)
         except ExecutorError as exc:
             # One that started or ended meanwhile makes scontrol fail for it alone: the next poll sees it.
-            if "no longer pending" not in str(exc):
+            if not any(text in str(exc) for text in ("no longer pending", "Invalid job id")):
                 self._say(
                     f"warning: {rt.job.name}: could not hold/release queued successor(s) {','.join(ids)}: {exc}"
                 )
