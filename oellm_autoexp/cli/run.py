@@ -24,6 +24,7 @@ from oellm_autoexp.cli._views import render_table
 from oellm_autoexp.cli.monitor_session import add_supervisor_arg, monitor_in_foreground
 from oellm_autoexp.cli.status import STATUS_COLUMNS, status_rows
 from oellm_autoexp.cli.submit import add_submit_args, submit_session
+from oellm_autoexp.daemon.successor import shown_attempt
 from oellm_autoexp.daemon.supervisor import ensure_monitor_job, session_settings
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def _submit_and_monitor(args: argparse.Namespace, metrics: MonitorMetrics | None
         )
         print(render_table(status_rows(store, store.get_session(session.id) or session), STATUS_COLUMNS))
         for job in store.jobs_for_session(session.id):
-            latest = store.latest_attempt(job.id)
+            latest = shown_attempt(store, job.id)
             if latest and latest.log_path and latest.attempt_no > 1:
                 # How the restarted attempt began: where it resumed from.
                 print(f"--- {job.name} attempt {latest.attempt_no}: first lines of {latest.log_path}")

@@ -46,6 +46,7 @@ from oellm_autoexp.daemon.watch import JobRuntime, past_decisions
 from oellm_autoexp.errors import UserError
 
 STOP_DIR = "stop"  # under the state dir: one stop file per stopped job
+DROPPED_PREFIX = "queued successor attempt "  # the event recorded when a successor is cancelled
 
 
 def stop_file(state_dir: Path, job_id: int) -> Path:
@@ -78,6 +79,17 @@ def watched_attempt(store: SQLiteStore, job_id: int) -> AttemptInfo | None:
     """The attempt a monitor watches: the lowest one not ended, else the latest (module docstring)."""
     open_ones = unended(store, job_id)
     return open_ones[0] if open_ones else store.latest_attempt(job_id)
+
+
+def shown_attempt(store: SQLiteStore, job_id: int) -> AttemptInfo | None:
+    """The attempt `status` shows: the one watched, else the last that was not a cancelled successor."""
+    open_ones = unended(store, job_id)
+    if open_ones:
+        return open_ones[0]
+    dropped = {d.attempt_id for d in store.decisions_for_job(job_id)
+               if d.action == DecisionAction.NONE.value and d.reason.startswith(DROPPED_PREFIX)}  # fmt: skip
+    kept = [a for a in store.attempts_for_job(job_id) if a.id not in dropped]
+    return kept[-1] if kept else store.latest_attempt(job_id)
 
 
 class Successors:
@@ -273,7 +285,7 @@ class Successors:
             return
         self.on_cancel(executor_id)
         self.store.update_attempt_state(successor.id, JobState.CANCELLED, ended_at=utc(now))
-        line = f"queued successor attempt {successor.attempt_no} (job {executor_id}) cancelled: {why}"
+        line = f"{DROPPED_PREFIX}{successor.attempt_no} (job {executor_id}) cancelled: {why}"
         self.store.record_decision(rt.job.id, attempt_id=successor.id, action=DecisionAction.NONE.value,
                                    reason=line, now=utc(now))  # fmt: skip
         self._say(f"{rt.job.name}: {line}")

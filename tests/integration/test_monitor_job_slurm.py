@@ -97,13 +97,13 @@ def test_scancelled_monitor_job_is_back_within_two_minutes_and_the_session_goes_
 
 
 def test_monitor_job_hands_over_before_its_time_limit(autoexp: AutoexpEnv) -> None:
-    """A 2-minute monitor job warned 110 s before its limit (USR1, within Slurm's 30 s check): it
-    stops cleanly and ends COMPLETED, not TIMEOUT; the queued successor takes the session."""
-    supervisor = {"supervisor_slurm": {"time_min": 2, "handover_margin_s": 110}}
+    """`monitoring.supervisor: slurm` in the config. A 2-minute monitor job warned 110 s before its limit
+    (USR1, within Slurm's 30 s check): it stops cleanly and ends COMPLETED, not TIMEOUT; the queued successor takes the session."""
+    supervisor = {"supervisor": "slurm", "supervisor_slurm": {"time_min": 2, "handover_margin_s": 110}}
     config = autoexp.experiment(["bash", fail_then_finish(autoexp)], supervisor)
     name = monitor_job_name(str(autoexp.state.absolute()), 1)
     try:
-        done = autoexp.cli("submit", "--supervisor", "slurm", str(config))
+        done = autoexp.cli("submit", str(config))  # monitoring.supervisor: slurm, no flag
         assert done.returncode == 0, done.stdout + done.stderr
         first, _ = running_monitor(autoexp, name)
         running_monitor(autoexp, name, not_id=first)  # the successor, holding the lock

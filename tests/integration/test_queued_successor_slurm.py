@@ -90,6 +90,8 @@ def test_failure_with_no_monitor_is_restarted_by_the_queued_successor(autoexp: A
     assert any("restarted by the queued successor while unsupervised" in r for _, r in reasons), reasons
     assert ("stop", COMPLETED) in reasons and "cancel_stray" not in [a for a, _ in reasons], reasons
     assert (autoexp.tmp / "attempts").read_text().strip() == "2"  # attempt 3 never ran
+    shown = json.loads(autoexp.cli("status", "--json").stdout)["jobs"][0]
+    assert (shown["attempt"], shown["state"]) == (2, "COMPLETED")  # not the cancelled successor
 
 
 def test_successor_started_after_a_stop_exits_without_training(autoexp: AutoexpEnv) -> None:
