@@ -131,6 +131,12 @@ def run_monitor_job(
                 say(f"standby: {exc}; trying again in {STANDBY_S:g} s")
                 stop.wait(STANDBY_S)
                 continue
+            except Exception as exc:
+                # Exiting would start the successor at once, which would fail the same way: a loop of
+                # jobs seconds apart. Stay, and try again at the standby pace.
+                say(f"the monitor failed: {type(exc).__name__}: {exc}; trying again in {STANDBY_S:g} s")
+                stop.wait(STANDBY_S)
+                continue
             say(f"monitor loop ended (exit {code})")
             if code != 0 and _is_active(store, session_id):
                 stop.wait(STANDBY_S)  # the lock went to another monitor: stand by for it
