@@ -269,8 +269,8 @@ class Successors:
 
     def drop(self, rt: JobRuntime, reason: str, now: float, *, after_attempt_no: int = 0) -> None:
         """The job stopped: write its stop file, then cancel its successors (attempts past `after_attempt_no`)."""
-        if rt.executor.name != "slurm":
-            return
+        if not rt.policy.queued_successor or rt.executor.name != "slurm":
+            return  # no successor was ever queued for it
         write_stop_file(self.state_dir, rt.job.id, reason)
         for successor in unended(self.store, rt.job.id):
             if successor.attempt_no > after_attempt_no:
