@@ -9,7 +9,10 @@ successor never trains (its stop file) and is cancelled by a live monitor's stop
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -159,3 +162,24 @@ def test_live_monitor_restart_releases_the_queued_successor(autoexp: AutoexpEnv)
     assert [a.state.value for a in autoexp.attempts()] == ["FAILED", "COMPLETED", "CANCELLED"]
     reasons = [r for _, r in autoexp.reasons()]
     assert not any("unsupervised" in r for r in reasons), reasons
+
+
+@pytest.mark.torch
+def test_with_no_monitor_at_all_slurm_restarts_training_from_its_checkpoint(autoexp: AutoexpEnv) -> None:
+    """The real training workload (CPU) crashes at iteration 12 (an uncaught exception; it saved at 10)
+    and no monitor ever runs: Slurm starts the queued successor, which resumes from the iteration-10
+    checkpoint and trains to the end."""
+    ckpt = autoexp.tmp / "ckpt"
+    command = [sys.executable, "-m", "oellm_autoexp.workloads.train", "--steps", "13", "--save-interval", "5",
+               "--step-time-s", "0.1", "--device", "cpu", "--ckpt-dir", str(ckpt), "--fault", "crash",
+               "--fault-at-step", "12", "--fault-once-file", str(autoexp.tmp / "fault-once")]  # fmt: skip
+    done = autoexp.cli("submit", "--no-monitor", str(autoexp.experiment(command, restart=SHORT_HOLD)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    second = wait_until(lambda: next((a for a in autoexp.attempts() if a.attempt_no == 2), None), "attempt 2")
+    wait_until(lambda: slurm_state_ended(second.executor_job_id or ""), "attempt 2 COMPLETED", timeout_s=150)
+    first_log = Path(autoexp.attempts()[0].log_path or "").read_text(errors="replace")
+    second_log = Path(second.log_path or "").read_text(errors="replace")
+    assert "[fault-injection] rank 0: crash at iteration 12" in first_log
+    assert f"successfully loaded checkpoint from {ckpt} at iteration 10" in second_log, second_log
+    assert re.search(r"iteration\s+13/\s*13", second_log), second_log
+    assert len(autoexp.attempts()) == 2  # nothing queued behind it: no monitor ran to do so
