@@ -112,7 +112,6 @@ def run_monitor_job(
     state: Path, session_id: int, run_monitor: Callable[[SQLiteStore, threading.Event], int], say: Say
 ) -> int:
     """The monitor job's body (module docstring); `run_monitor` runs the monitor loop until `stop`."""
-    config = SupervisorSlurmSettings()
     own = os.environ.get("SLURM_JOB_ID")
     stop = threading.Event()
     _listen(stop, say)
