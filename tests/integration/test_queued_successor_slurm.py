@@ -183,3 +183,22 @@ def test_with_no_monitor_at_all_slurm_restarts_training_from_its_checkpoint(auto
     assert f"successfully loaded checkpoint from {ckpt} at iteration 10" in second_log, second_log
     assert re.search(r"iteration\s+13/\s*13", second_log), second_log
     assert len(autoexp.attempts()) == 2  # nothing queued behind it: no monitor ran to do so
+
+
+def test_autoexp_cancel_cancels_the_attempt_and_its_successor(autoexp: AutoexpEnv) -> None:
+    """`autoexp cancel` stops the job for good: the running attempt and the successor queued behind it
+    are both cancelled (a plain scancel of the first would have started the second), after the stop file."""
+    config = autoexp.experiment(["bash", fail_then_finish(autoexp)], restart=SUCCESSOR)
+    done = autoexp.cli("submit", "--no-monitor", str(config))
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = slurm_running(autoexp, 1)
+    second = wait_until(lambda: next((a for a in autoexp.attempts() if a.attempt_no == 2), None), "attempt 2")
+    cancelled = autoexp.cli("cancel")
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    assert f"job {first}, job {second.executor_job_id}" in cancelled.stdout
+    assert (autoexp.state / "stop" / f"job-{autoexp.job().id}").exists()
+    for job_id in (first, second.executor_job_id or ""):
+        wait_until(
+            lambda job_id=job_id: squeue_state(job_id) in (None, "CANCELLED"), f"job {job_id} cancelled"
+        )
+    assert autoexp.job().status == "cancelled_by_user"
