@@ -75,15 +75,33 @@ def unended(store: SQLiteStore, job_id: int) -> list[AttemptInfo]:
     ]
 
 
+def judged_no(store: SQLiteStore, job_id: int) -> int:
+    """The highest attempt a restart was decided for (0: none). Only a later attempt is the job's
+    current one or a successor: the judged attempt itself may not have ended yet (a restart on a
+    fatal line cancels it, and its end is recorded when seen)."""
+    numbers = {a.id: a.attempt_no for a in store.attempts_for_job(job_id)}
+    decided = [numbers.get(d.attempt_id or -1, 0) for d in store.decisions_for_job(job_id)
+               if d.action == DecisionAction.RESTART.value]  # fmt: skip
+    return max(decided, default=0)
+
+
+def open_after_judged(store: SQLiteStore, job_id: int) -> list[AttemptInfo]:
+    """The job's attempts not ended and past the last restart decision, lowest first: the one that
+    runs (or waits to), then the successor queued behind it."""
+    judged = judged_no(store, job_id)
+    return [a for a in unended(store, job_id) if a.attempt_no > judged]
+
+
 def watched_attempt(store: SQLiteStore, job_id: int) -> AttemptInfo | None:
-    """The attempt a monitor watches: the lowest one not ended, else the latest (module docstring)."""
-    open_ones = unended(store, job_id)
+    """The attempt a monitor watches: the lowest one past the last restart decision that has not
+    ended (not its queued successor), else the latest (module docstring)."""
+    open_ones = open_after_judged(store, job_id)
     return open_ones[0] if open_ones else store.latest_attempt(job_id)
 
 
 def shown_attempt(store: SQLiteStore, job_id: int) -> AttemptInfo | None:
     """The attempt `status` shows: the one watched, else the last that was not a cancelled successor."""
-    open_ones = unended(store, job_id)
+    open_ones = open_after_judged(store, job_id)
     if open_ones:
         return open_ones[0]
     dropped = {d.attempt_id for d in store.decisions_for_job(job_id)
@@ -153,7 +171,7 @@ class Successors:
         """The queued successor as the restart's attempt; None when there is none to adopt."""
         if not rt.policy.queued_successor:
             return None
-        queued = [a for a in unended(self.store, rt.job.id) if a.attempt_no > self._judged_no(rt.job.id)]
+        queued = open_after_judged(self.store, rt.job.id)
         if not queued:
             return None
         successor = queued[-1]
@@ -188,16 +206,6 @@ class Successors:
             record = None  # watched from here on: the next poll says how it is
         return (record.state, record.nodes) if record else (JobState.UNKNOWN, ())
 
-    def _judged_no(self, job_id: int) -> int:
-        """The highest attempt a restart was decided for: only a later one can be its successor
-        (the judged attempt itself may not have ended yet: a restart on a fatal line cancels it)."""
-        numbers = {a.id: a.attempt_no for a in self.store.attempts_for_job(job_id)}
-        decided = [numbers.get(d.attempt_id or -1, 0) for d in self.store.decisions_for_job(job_id)
-                   if d.action == DecisionAction.RESTART.value]  # fmt: skip
-        return max(decided, default=0)
-
-    # -- the hold (core/decide/successor.py renew_every_s) ---------------------------------------
-
     def keep_held(self, runtimes: Sequence[JobRuntime], now: float) -> None:
         """Push every queued successor's start back by its hold: a live monitor decides when it runs."""
         if now < self._renew_at_s:
@@ -211,10 +219,9 @@ class Successors:
             # Held: what waits behind the attempt that runs (the lowest not ended), and what this
             # monitor queued (in a restart's cooldown the successor is the lowest), until released.
             # Never the running attempt, nor a fresh restart waiting in the queue for resources.
-            judged, open_ones = self._judged_no(rt.job.id), unended(self.store, rt.job.id)
+            open_ones = open_after_judged(self.store, rt.job.id)
             ids = [a.executor_job_id or "" for i, a in enumerate(open_ones)
-                   if a.attempt_no > judged and (i > 0 or a.executor_job_id in self._queued)
-                   and a.executor_job_id not in self._released]  # fmt: skip
+                   if (i > 0 or a.executor_job_id in self._queued) and a.executor_job_id not in self._released]  # fmt: skip
             self._set_start(rt, ids, rt.policy.queued_successor_hold_s)
 
     def _set_start(self, rt: JobRuntime, ids: Sequence[str], from_now_s: int) -> None:

@@ -117,3 +117,16 @@ def test_stop_writes_the_stop_file_before_cancelling_the_successor(tmp_path: Pat
         assert stop_file.read_text() == "oom: not restarted\n"
         ended = next(a for a in store.attempts_for_job(rt.job.id) if a.id == second)
         assert ended.state is JobState.CANCELLED and ended.ended_at is not None
+
+
+def test_a_resumed_monitor_watches_the_restart_not_the_attempt_it_replaced(tmp_path: Path) -> None:
+    """A restart decided on attempt 1's fatal line while it still ran, attempt 2 submitted, then the
+    monitor died before attempt 1's end was recorded: the next monitor watches attempt 2 (resubmitting
+    from attempt 1 would submit a third job). With no decision yet, the lowest open attempt is watched."""
+    store, rt, _ = setup(tmp_path)
+    with store:
+        first = submitted(store, rt.job.id, 1, "101")
+        submitted(store, rt.job.id, 2, "102")
+        assert watched_attempt(store, rt.job.id).executor_job_id == "101"  # type: ignore[union-attr]
+        store.record_decision(rt.job.id, attempt_id=first, action="restart", reason="nccl", now=NOW)
+        assert watched_attempt(store, rt.job.id).executor_job_id == "102"  # type: ignore[union-attr]
