@@ -42,11 +42,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def status_rows(store: SQLiteStore, session: SessionInfo) -> list[dict[str, object]]:
     rows = []
     for job in store.jobs_for_session(session.id):
-        latest = shown_attempt(store, job.id)  # not its queued successor
+        decisions = store.decisions_for_job(job.id)
+        latest = shown_attempt(store, job.id, decisions)  # not its queued successor
         signals = store.signals_for_attempt(latest.id) if latest else []
         causes = [s for s in signals if s.role in ("root", "cascade")]
         last_signal = (causes or signals)[-1] if (causes or signals) else None
-        rows.append(job_row(job, latest, last_signal, store.decisions_for_job(job.id)))
+        rows.append(job_row(job, latest, last_signal, decisions))
     return rows
 
 
