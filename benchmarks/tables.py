@@ -275,6 +275,15 @@ def fleet_ettr(d: dict[str, Any]) -> list[str]:
     return out[:-1]
 
 
+def successor_restart(d: dict[str, Any]) -> list[str]:
+    out = [f"{d['trials']} trials per row, failures {d['fail_stagger_s']:g} s apart; commit `{d['commit'][:10]}`"
+           f"{' (dirty tree)' if d['dirty'] else ''}.", "",
+           "| failure → next attempt RUNNING | p50 | p90 | p99 | n | missed |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for row in d["rows"].values():
+        out.append(f"| {row['label']} | {_pcts(row)} | {row['missed']} |")
+    return out
+
+
 # One line per benchmark naming its main figures: the previous run's is shown where it differs.
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "fatal_to_decision": lambda d: (
@@ -311,6 +320,9 @@ HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
         f"upstream {s['policies']['upstream']['ettr']:.3f}"
         for n, s in d["settings"].items()
     ),
+    "successor_restart": lambda d: (
+        "p50 " + ", ".join(f"{row['label']} {_s(row.get('p50'))}" for row in d["rows"].values())
+    ),
     "replay": lambda d: (
         f"replay {d['replay_s']:.2f} s, classify {d['classify_s']:.2f} s, ratio {d['ratio']:.2f}"
     ),
@@ -342,6 +354,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "soak_supervision": soak_supervision,
     "corpus_accuracy": corpus_accuracy,
     "fleet_ettr": fleet_ettr,
+    "successor_restart": successor_restart,
 }
 DOC_RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"classify_engines": classify_engines}
 

@@ -10,6 +10,7 @@ from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, 
 from oellm_autoexp.core.jobs.job_state import is_alive
 from oellm_autoexp.core.jobs.strays import parse_tag
 from oellm_autoexp.daemon.session import job_runtime
+from oellm_autoexp.daemon.successor import unended, write_stop_file
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,13 +32,12 @@ def cancel_command(args: argparse.Namespace) -> int:
             store.set_job_status(
                 job.id, JobStatus.CANCELLED_BY_USER.value, "Cancelled by user (autoexp cancel)"
             )
-            latest = store.latest_attempt(job.id)
+            # Then its stop file: a queued successor that Slurm starts anyway exits without training.
+            write_stop_file(state, job.id, "Cancelled by user (autoexp cancel)")
             executor = job_runtime(job, state).executor
-            ids = (
-                [latest.executor_job_id]
-                if latest and latest.executor_job_id and latest.ended_at is None
-                else []
-            )
+            # The running attempt and its queued successor, then every other live job the job's tag
+            # names (a fenced-off monitor's submission, a stray the monitor did not see).
+            ids = [a.executor_job_id for a in unended(store, job.id) if a.executor_job_id]
             ids += [i for i in tagged_jobs_of(executor, session.id, job.id) if i not in ids]
             for job_id in ids:
                 try:

@@ -3,29 +3,36 @@
 The monitor restarts and stops jobs by the experiment's restart policy and
 prints one line per event; the exit code is 0 when every job completed.
 Ctrl-C (or SIGTERM) stops monitoring, not the jobs: resume with
-`autoexp monitor-session --session-id ID`.
+`autoexp monitor-session --session-id ID`. With `--supervisor slurm` (or
+`monitoring.supervisor: slurm`) the monitor is a Slurm job of its own
+(docs/supervision.md), and this command waits for the session to end.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from oellm_autoexp.adapters.executors.factory import state_dir
+from oellm_autoexp.adapters.store.sqlite_store import JobStatus, SessionStatus, SQLiteStore
 from oellm_autoexp.cli._live import LiveView
 from oellm_autoexp.cli._metrics import add_metrics_args, metrics_observer
 from oellm_autoexp.cli._views import render_table
-from oellm_autoexp.cli.monitor_session import monitor_in_foreground
+from oellm_autoexp.cli.monitor_session import add_supervisor_arg, monitor_in_foreground
 from oellm_autoexp.cli.status import STATUS_COLUMNS, status_rows
 from oellm_autoexp.cli.submit import add_submit_args, submit_session
+from oellm_autoexp.daemon.successor import shown_attempt
+from oellm_autoexp.daemon.supervisor import ensure_monitor_job, session_settings
 
 if TYPE_CHECKING:
     from oellm_autoexp.daemon.metrics import MonitorMetrics  # optional dependency
 
 TAIL_LINES = 5  # of each job's log, shown when the run ends
 HEAD_LINES = 4  # of a restarted job's last attempt: how it resumed
+WAIT_POLL_S = 2.0  # how often `run --supervisor slurm` reads the session's status
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "run", help="submit every job, then monitor and restart them until they end"
     )
     add_submit_args(parser)
+    add_supervisor_arg(parser)
     add_metrics_args(parser)
     parser.set_defaults(func=run_command)
 
@@ -57,6 +65,13 @@ def _submit_and_monitor(args: argparse.Namespace, metrics: MonitorMetrics | None
                 f"nothing could be submitted ({len(failed)} job(s) refused); not monitoring", file=sys.stderr
             )
             return 1
+        settings = session_settings(store, session.id)
+        if (args.supervisor or settings.supervisor) == "slurm":
+            directory = state_dir(getattr(args, "state_dir", None))
+            ensure_monitor_job(directory, session.id, settings.supervisor_slurm)
+            code = wait_for_session(store, session.id)
+            print(render_table(status_rows(store, store.get_session(session.id) or session), STATUS_COLUMNS))
+            return max(code, 1) if failed else code
         view = LiveView(lambda: render_table(status_rows(store, session), STATUS_COLUMNS))
         code = monitor_in_foreground(
             store,
@@ -68,7 +83,7 @@ def _submit_and_monitor(args: argparse.Namespace, metrics: MonitorMetrics | None
         )
         print(render_table(status_rows(store, store.get_session(session.id) or session), STATUS_COLUMNS))
         for job in store.jobs_for_session(session.id):
-            latest = store.latest_attempt(job.id)
+            latest = shown_attempt(store, job.id)
             if latest and latest.log_path and latest.attempt_no > 1:
                 # How the restarted attempt began: where it resumed from.
                 print(f"--- {job.name} attempt {latest.attempt_no}: first lines of {latest.log_path}")
@@ -78,6 +93,15 @@ def _submit_and_monitor(args: argparse.Namespace, metrics: MonitorMetrics | None
                 print("\n".join(tail_lines(Path(latest.log_path), TAIL_LINES)))
         print(look_closer(session.id, [job.name for job in store.jobs_for_session(session.id)]))
     return max(code, 1) if failed else code
+
+
+def wait_for_session(store: SQLiteStore, session_id: int) -> int:
+    """Wait while the session is active (its monitor runs elsewhere); 0 if every job completed."""
+    print(f"waiting for session {session_id} to end (Ctrl-C stops waiting; the monitor job goes on)")
+    while (found := store.get_session(session_id)) is not None and found.status == SessionStatus.ACTIVE.value:
+        time.sleep(WAIT_POLL_S)
+    jobs = store.jobs_for_session(session_id, with_plan=False)
+    return 0 if jobs and all(j.status == JobStatus.COMPLETED.value for j in jobs) else 1
 
 
 def look_closer(session_id: int, job_names: list[str]) -> str:

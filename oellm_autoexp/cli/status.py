@@ -11,6 +11,7 @@ from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, 
 from oellm_autoexp.cli._strategy_views import ATTEMPT_COLUMNS, attempt_strategy_rows, elapsed_lines
 from oellm_autoexp.cli._views import exclusion_lines, explain_lines, job_row, render_table
 from oellm_autoexp.daemon.session_lock import Liveness, monitor_liveness
+from oellm_autoexp.daemon.successor import shown_attempt
 
 STATUS_COLUMNS = (
     "job",
@@ -41,11 +42,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def status_rows(store: SQLiteStore, session: SessionInfo) -> list[dict[str, object]]:
     rows = []
     for job in store.jobs_for_session(session.id):
-        latest = store.latest_attempt(job.id)
+        decisions = store.decisions_for_job(job.id)
+        latest = shown_attempt(store, job.id, decisions)  # not its queued successor
         signals = store.signals_for_attempt(latest.id) if latest else []
         causes = [s for s in signals if s.role in ("root", "cascade")]
         last_signal = (causes or signals)[-1] if (causes or signals) else None
-        rows.append(job_row(job, latest, last_signal, store.decisions_for_job(job.id)))
+        rows.append(job_row(job, latest, last_signal, decisions))
     return rows
 
 

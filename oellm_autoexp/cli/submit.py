@@ -2,7 +2,9 @@
 
 Everything is planned first, so bad input submits nothing. Each first attempt
 goes through the monitor's duplicate-safe submission (intent, then sbatch with
-a tag). Unless --no-monitor is given, a background monitor takes the session.
+a tag). Unless --no-monitor is given, a background monitor takes the session:
+a detached process here, or with `--supervisor slurm` (or `monitoring.supervisor:
+slurm`) a Slurm job of its own (docs/supervision.md).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from oellm_autoexp.adapters.store.sqlite_store import SessionInfo, SQLiteStore
 from oellm_autoexp.cli._common import add_config_args, load_plans
 from oellm_autoexp.cli._metrics import add_metrics_args, check_metrics_args, metrics_argv
 from oellm_autoexp.cli._sessions import open_store, resume_command
-from oellm_autoexp.cli.monitor_session import detach
+from oellm_autoexp.cli.monitor_session import add_supervisor_arg, detach
 from oellm_autoexp.daemon.session import start_session
+from oellm_autoexp.daemon.supervisor import ensure_monitor_job, session_settings
 from oellm_autoexp.errors import UserError
 
 
@@ -28,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--no-monitor", action="store_true", help="only submit; `autoexp monitor-session` can take it later"
     )
+    add_supervisor_arg(parser)
     add_metrics_args(parser)  # for the background monitor
     parser.set_defaults(func=submit_command)
 
@@ -75,10 +79,16 @@ def submit_command(args: argparse.Namespace) -> int:
     store, session, failed = submit_session(args)
     with store:
         total = len(store.jobs_for_session(session.id))
+        settings = session_settings(store, session.id)
     directory = state_dir(getattr(args, "state_dir", None))
     if len(failed) == total:
         print(f"nothing could be submitted ({total} job(s) refused)", file=sys.stderr)
         return 1
+    if not args.no_monitor and (args.supervisor or settings.supervisor) == "slurm":
+        if metrics_argv(args):
+            print("note: the metrics flags are not passed to a monitor job", file=sys.stderr)
+        ensure_monitor_job(directory, session.id, settings.supervisor_slurm)
+        return 1 if failed else 0
     if not args.no_monitor:
         started = detach(directory, [session.id], extra_argv=metrics_argv(args))
         return started or (1 if failed else 0)

@@ -27,7 +27,7 @@ from oellm_autoexp.adapters.store.buffer import BufferedStore
 from oellm_autoexp.adapters.store.sqlite_store import JobStatus, NewSignal, SQLiteStore
 from oellm_autoexp.core.decide.exclusions import Exclusion, active_nodes, exclusions_from_blame
 from oellm_autoexp.core.decide.judge import Judgement, judge
-from oellm_autoexp.core.decide.policy import RestartHistory
+from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.watch.verdict import Trigger, Verdict
 from oellm_autoexp.daemon.clock import utc
@@ -55,6 +55,9 @@ class JudgingLoop(Protocol):
 
     def cancel(self, live: LiveAttempt) -> None:
         """scancel the attempt (its end is then our own doing)."""
+
+    def drop_successor(self, rt: JobRuntime, reason: str, now: float, *, after_attempt_no: int) -> None:
+        """The job stops: its queued successor (restart.queued_successor) must never start."""
 
     def exclude_on_queued(self, rt: JobRuntime, now: float) -> None:
         """Give the job's queued attempts the current exclusion list."""
@@ -154,6 +157,8 @@ def carry_out(
         loop.exclude_on_queued(rt, now)
     if judgement.outcome.still_running:
         live.decided_early = True
+    if judgement.decision.action in (DecisionAction.STOP, DecisionAction.NOTIFY):  # stop file, cancel
+        loop.drop_successor(rt, judgement.decision.reason, now, after_attempt_no=live.attempt.attempt_no)
     if effects.cancel and loop.watching(live):
         live.cancelled_by_monitor = True
         loop.cancel(live)

@@ -130,6 +130,7 @@ class Monitor:
         self._writes = BufferedStore(store, self._say)
         self._reads = ReadRecord(store)  # the timing record (daemon/read_record.py)
         self._strays = StrayNet(store, self.session_ids, self._say)
+        self._submitter.successors.on_cancel = self._strays.note_cancelled
         self._observer = Observers(observers, self._say)  # alerts (daemon/notify.py), metrics
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -263,6 +264,7 @@ class Monitor:
         if problem is not None:
             self._stop_store_lost(problem)
             return
+        self._submitter.successors.keep_held(list(self._runtimes.values()), now)
         for sid in self._locks.heartbeat(utc(now)):
             # Another monitor took the lock (ours looked stale): deciding beside it could
             # submit jobs twice. Stop; the jobs go on under the new holder.
@@ -321,6 +323,7 @@ class Monitor:
             self._say(f"{rt.job.name}: not resubmitting: the job is {status}")
             return
         if not self._checkpoint_ready(rt, now):
+            self._submitter.successors.drop(rt, "stopped by the checkpoint check", now)
             return
         attempt = self._submitter.submit(rt, exclude_arg(self.store, rt, utc(now)), now)
         if attempt is not None:
@@ -505,6 +508,10 @@ class Monitor:
 
     def watching(self, live: LiveAttempt) -> bool:
         return live.attempt.id in self._live
+
+    def drop_successor(self, rt: JobRuntime, reason: str, now: float, *, after_attempt_no: int) -> None:
+        """A stop: write the job's stop file and cancel its queued successor (daemon/successor.py)."""
+        self._submitter.successors.drop(rt, reason, now, after_attempt_no=after_attempt_no)
 
     def resubmit_after(
         self, rt: JobRuntime, after_s: float, exclude_nodes: tuple[str, ...], now: float

@@ -21,6 +21,7 @@ from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import is_terminal
 from oellm_autoexp.core.watch.evidence import Evidence
+from oellm_autoexp.daemon.successor import watched_attempt
 from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt
 
 PRIME_BLOCK_BYTES = 4 << 20  # a resumed attempt's consumed log is re-read in blocks of this size
@@ -47,11 +48,14 @@ class ResumingLoop(Protocol):
     def finish(self, live: LiveAttempt, record: JobRecord, now: float) -> None:
         """The attempt ended: record and judge its end."""
 
+    def drop_successor(self, rt: JobRuntime, reason: str, now: float, *, after_attempt_no: int) -> None:
+        """The job stops: its queued successor must never start."""
+
 
 def resume(loop: ResumingLoop, runtimes: Iterable[JobRuntime], now: float) -> None:
     """Re-attach to what earlier monitors left: intents, live attempts, unjudged ends."""
     for rt in runtimes:
-        latest = loop.store.latest_attempt(rt.job.id)
+        latest = watched_attempt(loop.store, rt.job.id)  # not its queued successor
         if rt.job.status != JobStatus.ACTIVE.value:
             if latest is not None:
                 loop.attach(rt, latest, now)  # only to record how the cancelled attempt ended
@@ -96,6 +100,8 @@ def carry_out_recorded(loop: ResumingLoop, rt: JobRuntime, attempt: AttemptInfo,
             stopped_status(evidence.kind) if last.action == DecisionAction.STOP.value else JobStatus.STOPPED
         )
         loop.writes.set_job_status(rt.job.id, status.value, last.reason)
+    if last.action != DecisionAction.RESTART.value:
+        loop.drop_successor(rt, last.reason, now, after_attempt_no=attempt.attempt_no)
     if attempt.ended_at is None and not is_terminal(attempt.state):
         live = loop.attach(rt, attempt, now)
         live.decided_early = live.cancelled_by_monitor = True

@@ -10,13 +10,38 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from oellm_autoexp.core.watch.progress import HangConfig
 from oellm_autoexp.daemon.notify_settings import NotificationSettings
 from oellm_autoexp.errors import UserError
 
 DEFAULT_PATTERNS = "megatron_production"
+
+
+class SupervisorSlurmSettings(BaseModel):
+    """The monitor's own Slurm job (`supervisor: slurm`; core/plan/monitor_job.py, docs/supervision.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    partition: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.,-]+$")
+    qos: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")  # e.g. a site's "workflow" QOS
+    account: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+    time_min: int = Field(default=24 * 60, ge=2)  # each monitor job's time limit; its successor goes on
+    # USR1 this long before the time limit: the monitor stops cleanly and the queued successor starts.
+    # Slurm checks limits every 30 s, so less than a minute may come late.
+    handover_margin_s: int = Field(default=120, ge=30)
+    mem: str | None = Field(default="1G", pattern=r"^[0-9]+[KMGT]?$")
+    # `autoexp scrontab`: how often the entry checks that a monitor job is queued or running.
+    scrontab_every_min: int = Field(default=10, ge=1, le=59)
+
+    @model_validator(mode="after")
+    def _margin_inside_the_limit(self) -> SupervisorSlurmSettings:
+        if self.handover_margin_s >= self.time_min * 60:
+            raise ValueError(
+                f"handover_margin_s ({self.handover_margin_s}) must be shorter than time_min ({self.time_min} min)"
+            )
+        return self
 
 
 class MonitorSettings(BaseModel):
@@ -59,6 +84,11 @@ class MonitorSettings(BaseModel):
     recovery_window_startup_s: float | None = Field(default=None, gt=0)
     # A node blamed for a failure (core/decide/node_blame.py) stays off the job's attempts this long.
     exclusion_ttl_s: float = Field(default=24 * 3600.0, gt=0)
+    # Where the monitor runs: "login" (the default: a process where autoexp was started, or
+    # detached there) or "slurm" (a one-CPU Slurm job that hands over to its successor;
+    # docs/supervision.md says which to choose where).
+    supervisor: Literal["login", "slurm"] = "login"
+    supervisor_slurm: SupervisorSlurmSettings = Field(default_factory=SupervisorSlurmSettings)
 
 
 _SETTING_KEYS = frozenset(MonitorSettings.model_fields)

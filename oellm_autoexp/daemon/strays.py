@@ -23,6 +23,10 @@ class StrayNet:
         self._say = say
         self._cancelled: set[str] = set()  # executor ids cancelled by this monitor (scancel is async)
 
+    def note_cancelled(self, executor_id: str) -> None:
+        """A job of ours cancelled elsewhere (a queued successor): the same poll's squeue may still list it."""
+        self._cancelled.add(executor_id)
+
     def sweep(
         self, executor: Executor, tagged: Iterable[TaggedJob], now: datetime, watched: Collection[str] = ()
     ) -> list[Stray]:

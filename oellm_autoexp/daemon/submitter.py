@@ -19,6 +19,7 @@ resolved by its tag the same way.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Sequence
 
@@ -33,6 +34,7 @@ from oellm_autoexp.core.plan.plan import JobPlan, log_path_for
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.fanout import FanOut
 from oellm_autoexp.daemon.fanout import applies as fanout_applies
+from oellm_autoexp.daemon.successor import Successors, stop_env
 from oellm_autoexp.daemon.watch import JobRuntime, past_decisions
 from oellm_autoexp.errors import UserError
 
@@ -61,6 +63,7 @@ class Submitter:
         self._due: dict[int, tuple[float, tuple[str, ...]]] = {}  # job id -> (when, --exclude nodes)
         self._retry = True  # the current submit() call's
         self.fanout = FanOut(store, say, self.schedule)  # attempts with allocation strategies
+        self.successors = Successors(store, say, time.time())  # restart.queued_successor
 
     def schedule(self, job_id: int, at_s: float, exclude_nodes: tuple[str, ...]) -> None:
         self._due[job_id] = (at_s, exclude_nodes)
@@ -104,6 +107,9 @@ class Submitter:
             return None
         if adopted is not None:
             return adopted
+        queued = self.successors.adopt(rt, exclude_nodes, now)
+        if queued is not None:
+            return queued  # Slurm starts (or started) it when its predecessor failed
         attempt_no = self.store.next_attempt_no(job.id)
         plan = self._attempt_plan(rt, attempt_no)
         if plan is None:
@@ -128,7 +134,7 @@ class Submitter:
         extra.append(f"--comment={tag}")
         self.store.check_fence()  # a monitor paused since its intent was recorded must not submit now
         try:
-            executor_id = submit_plan(rt.executor, plan, extra)
+            executor_id = submit_plan(rt.executor, plan, extra, env=stop_env(self.store.path.parent, job.id))
         except ExecutorError as exc:
             # sbatch may have failed after the controller took the job: ask for the tag.
             try:
@@ -153,7 +159,10 @@ class Submitter:
             self._retry_later(rt, exclude_nodes, now, f"job {executor_id} runs but the state dir is full")
             return None
         self._say(f"✓ Submitted {job.name} attempt {attempt_no}: job {executor_id}")
-        return self.store.latest_attempt(job.id)
+        submitted = self.store.find_attempt_by_tag(tag)
+        if submitted is not None:
+            self.successors.queue_behind(rt, submitted, exclude_nodes, now)
+        return submitted
 
     def _fan_out(
         self, rt: JobRuntime, plan: JobPlan, attempt_id: int, extra: list[str], exclude_nodes: tuple[str, ...],
@@ -217,7 +226,7 @@ class Submitter:
             return None
         self._confirm(rt, attempt.id, executor_id, now)
         self._say(f"{rt.job.name} attempt {attempt.attempt_no}: adopted job {executor_id} by its tag")
-        return self.store.latest_attempt(rt.job.id)
+        return self.store.find_attempt_by_tag(attempt.submit_tag)
 
     def _confirm(self, rt: JobRuntime, attempt_id: int, executor_id: str, now: float) -> None:
         log_path = log_path_for(rt.plan, executor_id)

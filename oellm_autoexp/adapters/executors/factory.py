@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from oellm_autoexp.adapters.executors.base import Executor
@@ -59,10 +59,15 @@ def write_script(plan: JobPlan) -> Path:
     return path
 
 
-def submit_plan(executor: Executor, plan: JobPlan, extra_args: Sequence[str] = ()) -> str:
-    """Write the script, submit it with the plan's and the extra sbatch args, record it; the job id."""
+def submit_plan(
+    executor: Executor, plan: JobPlan, extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> str:
+    """Write the script, submit it with the plan's and the extra sbatch args, record it; the job id.
+
+    `env`: added to the submitting environment (sbatch passes it on to the job).
+    """
     script = write_script(plan)
-    job_id = executor.submit(script, extra_args=[*plan.sbatch_args, *extra_args])
+    job_id = executor.submit(script, extra_args=[*plan.sbatch_args, *extra_args], env=env)
     record = {
         "job_id": job_id,
         "job_key": plan.job_key,

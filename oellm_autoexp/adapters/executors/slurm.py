@@ -22,6 +22,7 @@ from oellm_autoexp.adapters.executors.command_timing import CommandFailure
 from oellm_autoexp.adapters.executors.parent_death import die_with_parent
 from oellm_autoexp.core.decide.exclusions import scontrol_exclude_command
 from oellm_autoexp.core.decide.spend import SPEND_SACCT_FORMAT, AttemptUsage, parse_usage
+from oellm_autoexp.core.decide.successor import start_time_command
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState, is_terminal
 from oellm_autoexp.core.jobs.slurm_parse import (
@@ -50,24 +51,32 @@ _FORGOTTEN = ("Invalid job id", "already completing or completed", "Job/step alr
 
 
 def run_slurm_command(
-    argv: Sequence[str], timeout_s: float = COMMAND_TIMEOUT_S, env: Mapping[str, str] | None = None
+    argv: Sequence[str],
+    timeout_s: float = COMMAND_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
+    *,
+    base_env: Mapping[str, str] | None = None,
+    stdin_text: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run one Slurm CLI command; ExecutorError if it is missing or fails, ExecutorTimeout if it hangs.
 
     The command dies with the thread that started it (a SIGKILLed monitor leaves no
     sbatch behind to submit a job nobody tracks), and a timeout kills its whole
-    process group (a wrapper script's children too). Every run is reported
+    process group (a wrapper script's children too). `env` is added to `base_env` (default:
+    this process's environment); `stdin_text` is written to its input. Every run is reported
     (adapters/executors/command_timing.py) with its time and how it failed.
     """
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
             list(argv),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin_text is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=None if env is None else {**os.environ, **env},
+            env=None
+            if env is None and base_env is None
+            else {**(os.environ if base_env is None else base_env), **(env or {})},
             start_new_session=True,
             preexec_fn=die_with_parent(os.getpid()),
         )
@@ -75,7 +84,7 @@ def run_slurm_command(
         command_timing.report_since(argv[0], started, CommandFailure.MISSING)
         raise ExecutorError(f"{argv[0]}: command not found (is Slurm installed?)") from exc
     try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
+        stdout, stderr = proc.communicate(stdin_text, timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
         _kill_group(proc)
         command_timing.report_since(argv[0], started, CommandFailure.TIMEOUT)
@@ -211,6 +220,16 @@ class SlurmExecutor:
     def update_excluded_nodes(self, job_id: str, nodes: str) -> None:
         """Set a PENDING job's excluded nodes (`nodes` is the whole list: it replaces, not adds)."""
         run_slurm_command(scontrol_exclude_command(job_id, nodes), self.timeout_s)
+
+    def started_at(self, job_id: str) -> datetime | None:
+        """When the job started (sacct's Start); None while it has not, or sacct does not know it yet."""
+        record = self._sacct([job_id]).get(job_id)
+        return record.start if record else None
+
+    def set_start_time(self, job_ids: Sequence[str], from_now_s: int) -> None:
+        """Hold queued jobs until `from_now_s` from now (0: release them); ONE scontrol call."""
+        if job_ids:
+            run_slurm_command(start_time_command(job_ids, from_now_s), self.timeout_s)
 
     def _squeue(self, ids: list[str]) -> dict[str, JobRecord]:
         argv = ["squeue", "--noheader", "--jobs", ",".join(ids), "-o", SQUEUE_FORMAT]

@@ -183,6 +183,15 @@ class RestartPolicy(_Model):
     # Incomplete checkpoints moved aside before a resubmission (docs/checkpoints.md); past this
     # many per run the job stops instead.
     max_checkpoint_rollbacks: int = Field(default=2, ge=0)
+    # Submit each attempt with its successor already queued behind it (afternotok): a failure
+    # while no monitor runs is restarted by Slurm itself (core/decide/successor.py, docs/supervision.md).
+    # Off by default: the successor is rendered before the failure is known (no adaptive override
+    # set, no cause in its env), it doubles the job's queue entries, and it races a live monitor.
+    queued_successor: bool = False
+    # ... held back this long (`--begin=now+N`), renewed by a live monitor, which releases it on its
+    # restart decision: a successor starts by itself only once no monitor renewed it for this long.
+    # 0: never held (it then races a live monitor's decision).
+    queued_successor_hold_s: int = Field(default=300, ge=0)
 
     @property
     def spend_limits(self) -> SpendLimits | None:

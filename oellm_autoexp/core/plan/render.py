@@ -93,6 +93,11 @@ def _environment() -> jinja2.Environment:
     )
 
 
+def shell_template(name: str) -> jinja2.Template:
+    """A shell-script template of the package (core/templates/), with the `q` and `sbq` filters."""
+    return _environment().get_template(name)
+
+
 def render_sbatch(
     spec: ScriptSpec,
     *,
