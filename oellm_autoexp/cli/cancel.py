@@ -44,7 +44,8 @@ def cancel_command(args: argparse.Namespace) -> int:
                     executor.cancel(job_id)
                 except ExecutorError as exc:
                     print(f"warning: cancelling job {job_id} failed: {exc}")
-            print(f"cancelled {job.name}" + (f" (job {', '.join(ids)})" if ids else ""))
+            shown = ", ".join(f"job {i}" for i in ids)
+            print(f"cancelled {job.name}" + (f" ({shown})" if ids else ""))
     return 0
 
 

@@ -30,6 +30,7 @@ from oellm_autoexp.cli._sessions import active_sessions, find_session, open_stor
 from oellm_autoexp.daemon.events import MonitorObserver
 from oellm_autoexp.daemon.monitor import Monitor, stamped_line
 from oellm_autoexp.daemon.notify import Notifier
+from oellm_autoexp.daemon.session_lock import MONITOR_JOB_ENV
 from oellm_autoexp.daemon.supervisor import (
     ensure_monitor_job,
     run_monitor_job,
@@ -109,10 +110,16 @@ def _in_slurm_job(args: argparse.Namespace) -> int:
     if args.all or args.session_id is None or not args.session_id.isdigit():
         raise UserError("--in-slurm-job runs one session: give --session-id with its number")
     state = state_dir(getattr(args, "state_dir", None))
+    # The lock records the job that holds it: `status` shows "Slurm job N" as the monitor.
+    os.environ[MONITOR_JOB_ENV] = os.environ.get("SLURM_JOB_ID", "")
 
     def run(store: SQLiteStore, stop: threading.Event) -> int:
-        monitor = Monitor(store, [int(args.session_id)], state_dir=state, say=None)
-        return monitor.run(stop)
+        notifier = Notifier(store, state, lambda message: _print_line(stamped_line(message)))
+        monitor = Monitor(store, [int(args.session_id)], state_dir=state, say=None, observers=[notifier])
+        try:
+            return monitor.run(stop)
+        finally:
+            notifier.close()
 
     return run_monitor_job(state, int(args.session_id), run, _print_now)
 
