@@ -1,14 +1,18 @@
-"""Pure rendering for the session commands: records in, rows and text out."""
+"""Pure rendering for the session commands: records in, rows and text out.
+
+`explain` and the exclusion lines import what they need when called: `status` and `sessions`
+start faster without them (cli/main.py).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, DecisionInfo, JobInfo, SignalInfo
-from oellm_autoexp.core.decide.exclusions import Exclusion, describe
-from oellm_autoexp.core.watch.evidence import Evidence
+if TYPE_CHECKING:
+    from oellm_autoexp.adapters.store.records import AttemptInfo, DecisionInfo, JobInfo, SignalInfo
+    from oellm_autoexp.core.decide.exclusions import Exclusion
 
 
 def job_row(
@@ -69,6 +73,8 @@ def explain_lines(
 
 
 def _decision_lines(d: DecisionInfo) -> list[str]:
+    from oellm_autoexp.core.watch.evidence import Evidence
+
     budget = "" if d.budget_before is None else f" (budget {d.budget_before} -> {d.budget_after})"
     lines = [f"    {d.decided_at:%Y-%m-%d %H:%M:%S} {d.action.upper()}: {d.reason}{budget}"]
     ev = Evidence.from_json(d.evidence)
@@ -92,4 +98,6 @@ def _decision_lines(d: DecisionInfo) -> list[str]:
 
 def exclusion_lines(exclusions: Sequence[Exclusion], now: datetime) -> list[str]:
     """The active node exclusions of a session's jobs, one line each (`autoexp status`)."""
+    from oellm_autoexp.core.decide.exclusions import describe
+
     return [f"  {e.job}: {describe(e, now)}" for e in exclusions if e.is_active(now)]

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.adapters.executors.factory import state_dir
+from oellm_autoexp.adapters.fs.state_dir import state_dir
 from oellm_autoexp.cli import _replay_views as views
 from oellm_autoexp.cli._sessions import find_job, find_session
 from oellm_autoexp.core.replay.line_time import Between

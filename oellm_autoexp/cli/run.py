@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from oellm_autoexp.adapters.executors.factory import state_dir
+from oellm_autoexp.adapters.fs.state_dir import state_dir
 from oellm_autoexp.cli._live import LiveView
 from oellm_autoexp.cli._metrics import add_metrics_args, metrics_observer
 from oellm_autoexp.cli._views import render_table

@@ -1,16 +1,23 @@
-"""`autoexp status [SESSION] [--json]`, `autoexp sessions`, `autoexp explain JOB`."""
+"""`autoexp status [SESSION] [--json]`, `autoexp sessions`, `autoexp explain JOB`.
+
+They only read: the store through sqlite3 (adapters/store/reader.py), no ORM, no config models.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from oellm_autoexp.adapters.store.sqlite_store import SessionInfo, SessionStatus, SQLiteStore
-from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_store, resume_command
-from oellm_autoexp.cli._strategy_views import ATTEMPT_COLUMNS, attempt_strategy_rows, elapsed_lines
+from oellm_autoexp.adapters.store.vocab import SessionStatus
+from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_reader, resume_command
 from oellm_autoexp.cli._views import exclusion_lines, explain_lines, job_row, render_table
-from oellm_autoexp.daemon.session_lock import Liveness, monitor_liveness
+
+if TYPE_CHECKING:
+    from oellm_autoexp.adapters.store.records import SessionInfo
+    from oellm_autoexp.cli._sessions import Store
+    from oellm_autoexp.daemon.session_lock import Liveness
 
 STATUS_COLUMNS = (
     "job",
@@ -38,9 +45,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     explain.set_defaults(func=explain_command)
 
 
-def status_rows(store: SQLiteStore, session: SessionInfo) -> list[dict[str, object]]:
+def status_rows(store: Store, session: SessionInfo) -> list[dict[str, object]]:
     rows = []
-    for job in store.jobs_for_session(session.id):
+    for job in store.jobs_for_session(session.id, with_plan=False):
         latest = store.latest_attempt(job.id)
         signals = store.signals_for_attempt(latest.id) if latest else []
         causes = [s for s in signals if s.role in ("root", "cascade")]
@@ -50,14 +57,18 @@ def status_rows(store: SQLiteStore, session: SessionInfo) -> list[dict[str, obje
 
 
 def status_command(args: argparse.Namespace) -> int:
-    store, state = open_store(args, read_only=True)
+    # Here, not at the top: `sessions` and `explain` (same module) start without them.
+    from oellm_autoexp.cli._attempt_views import ATTEMPT_COLUMNS, attempt_strategy_rows, elapsed_lines
+    from oellm_autoexp.daemon.session_lock import monitor_liveness
+
+    store, state = open_reader(args)
     with store:
         session = find_session(store, args.session) if args.session else latest_session(store)
         rows = status_rows(store, session)
         live = monitor_liveness(session, datetime.now(UTC))
         resume = resume_command(state, [session.id])
         now = datetime.now(UTC)
-        excluded = [e for job in store.jobs_for_session(session.id) for e in store.exclusions_for_job(job.id)
+        excluded = [e for job_id in store.job_names(session.id) for e in store.exclusions_for_job(job_id)
                     if e.is_active(now)]  # fmt: skip
         if args.json:
             monitor = {"alive": live.alive, "detail": live.detail, "heartbeat_age_s": live.heartbeat_age_s}
@@ -90,11 +101,11 @@ def monitor_line(session: SessionInfo, live: Liveness, resume: str) -> str:
 
 
 def sessions_command(args: argparse.Namespace) -> int:
-    store, _ = open_store(args, read_only=True)
+    store, _ = open_reader(args)
     with store:
         rows = [
             {"id": s.id, "name": s.name, "status": s.status, "created": f"{s.created_at:%Y-%m-%d %H:%M:%S}",
-             "jobs": len(store.jobs_for_session(s.id)), "monitor_pid": s.monitor_pid}
+             "jobs": len(store.jobs_for_session(s.id, with_plan=False)), "monitor_pid": s.monitor_pid}
             for s in store.list_sessions()
         ]  # fmt: skip
     print(
@@ -106,7 +117,7 @@ def sessions_command(args: argparse.Namespace) -> int:
 
 
 def explain_command(args: argparse.Namespace) -> int:
-    store, _ = open_store(args, read_only=True)
+    store, _ = open_reader(args)
     with store:
         session = find_session(store, args.session) if args.session else latest_session(store)
         job = find_job(store, session, args.job)

@@ -13,9 +13,12 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from oellm_autoexp.adapters.store.sqlite_store import SessionInfo, SQLiteStore
 from oellm_autoexp.errors import UserError
+
+if TYPE_CHECKING:  # annotations only: `autoexp status` asks monitor_liveness without the ORM
+    from oellm_autoexp.adapters.store.sqlite_store import SessionInfo, SQLiteStore
 
 STALE_AFTER_S = 120.0  # MonitorSettings.lock_stale_after_s's default
 

@@ -89,6 +89,12 @@ class Strategy:
         return args
 
 
+def stored_strategy(shape: Mapping[str, object]) -> Strategy:
+    """A strategy from its stored shape (a candidate's `strategy_json`); keys it does not know are left out."""
+    fields = {k: v for k, v in shape.items() if k in Strategy.__dataclass_fields__}
+    return Strategy(**fields)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class Estimate:
     """What `sbatch --test-only` said: the expected start, or None ("unknown") with why."""
