@@ -118,4 +118,4 @@ def test_reader_default_cause_is_evidence_default_kind() -> None:
     from oellm_autoexp.adapters.store import reader
     from oellm_autoexp.core.watch.evidence import Evidence
 
-    assert reader.DEFAULT_KIND == Evidence().kind
+    assert Evidence().kind == reader.DEFAULT_KIND
