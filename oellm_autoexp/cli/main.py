@@ -79,6 +79,22 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def parse_intermixed(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """parse_args, where words after an option still join the command's list positional.
+
+    argparse stops filling a `nargs="*"` positional at the first option, so `autoexp replay LOG
+    --between linear restart=default` left `restart=default` unrecognized. A command names its
+    list positional with `set_defaults(trailing=DEST)`; plain words left over are appended to it.
+    """
+    args, extras = parser.parse_known_args(argv)
+    trailing = getattr(args, "trailing", None)
+    if extras and trailing is not None and not any(word.startswith("-") for word in extras):
+        getattr(args, trailing).extend(extras)
+    elif extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -95,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(argv: list[str]) -> int:
     parser = build_parser(command_in(argv))
-    args = parser.parse_args(argv)
+    args = parse_intermixed(parser, argv)
     try:
         return int(args.func(args) or 0)
     except UserError as exc:

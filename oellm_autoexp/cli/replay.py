@@ -53,7 +53,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--session", metavar="S", help="replay a past job of session S (id or name)")
     parser.add_argument("--config-dir", action="append", default=[], metavar="DIR",
                         help="a directory of config groups searched first (repeatable)")  # fmt: skip
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, trailing="items")
 
 
 def _split(items: list[str]) -> tuple[list[str], list[str]]:
