@@ -39,12 +39,17 @@ def job_row(
 
 
 def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """A plain aligned text table; None shows as '-'."""
-    cells = [[("-" if row.get(c) is None else str(row.get(c))) for c in columns] for row in rows]
+    """A plain aligned text table, one line per row; None shows as '-'."""
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    # A value with line breaks (a tool's multi-line message) stays on its row.
+    return "-" if value is None else " ".join(str(value).split()) if "\n" in str(value) else str(value)
 
 
 def explain_lines(

@@ -139,12 +139,26 @@ def parse_test_only(text: str, tz: object = None) -> Estimate:
     """
     found = _TEST_ONLY.search(text)
     if found is None:
-        last = text.strip().splitlines()[-1] if text.strip() else "no answer"
-        return Estimate(None, note=last.removeprefix("sbatch: ").strip())
+        return Estimate(None, note=test_only_note(text))
     start = datetime.fromisoformat(found["start"])
     if tz is not None:
         start = start.replace(tzinfo=tz)  # type: ignore[arg-type]
     return Estimate(start, found["partition"], found["nodes"])
+
+
+NOTE_CHARS = 200  # an estimate's note is one table cell
+
+
+def test_only_note(text: str) -> str:
+    """What `sbatch --test-only` said, as ONE line for a table cell: its last non-empty line, without
+    the `sbatch: error: ` prefixes (warnings and multi-line errors come before the reason)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "no answer"
+    last = lines[-1]
+    for prefix in ("sbatch: ", "error: ", "Batch job submission failed: "):
+        last = last.removeprefix(prefix)
+    return " ".join(last.split())[:NOTE_CHARS]
 
 
 def node_shapes(total_gpus: int, max_per_node: int) -> list[tuple[int, int]]:
