@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from oellm_autoexp.adapters.store.vocab import SessionStatus
 from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_reader, resume_command
-from oellm_autoexp.cli._views import exclusion_lines, explain_lines, job_row, render_table
+from oellm_autoexp.cli._views import exclusion_lines, explain_lines, job_row, pick_signal, render_table
+from oellm_autoexp.core.jobs.job_status import jobs_by_status, session_word
 
 if TYPE_CHECKING:
     from oellm_autoexp.adapters.store.records import SessionInfo
@@ -50,9 +51,7 @@ def status_rows(store: Store, session: SessionInfo) -> list[dict[str, object]]:
     for job in store.jobs_for_session(session.id, with_plan=False):
         latest = store.latest_attempt(job.id)
         signals = store.signals_for_attempt(latest.id) if latest else []
-        causes = [s for s in signals if s.role in ("root", "cascade")]
-        last_signal = (causes or signals)[-1] if (causes or signals) else None
-        rows.append(job_row(job, latest, last_signal, store.decisions_for_job(job.id)))
+        rows.append(job_row(job, latest, pick_signal(signals), store.decisions_for_job(job.id)))
     return rows
 
 
@@ -65,6 +64,7 @@ def status_command(args: argparse.Namespace) -> int:
     with store:
         session = find_session(store, args.session) if args.session else latest_session(store)
         rows = status_rows(store, session)
+        word = session_word(session.status, (str(r["status"]) for r in rows))
         live = monitor_liveness(session, datetime.now(UTC))
         resume = resume_command(state, [session.id])
         now = datetime.now(UTC)
@@ -72,11 +72,12 @@ def status_command(args: argparse.Namespace) -> int:
                     if e.is_active(now)]  # fmt: skip
         if args.json:
             monitor = {"alive": live.alive, "detail": live.detail, "heartbeat_age_s": live.heartbeat_age_s}
-            print(json.dumps({"session": session.id, "name": session.name, "status": session.status,
+            print(json.dumps({"session": session.id, "name": session.name, "status": word,
                               "monitor": monitor, "jobs": rows,
                               "exclusions": [e.to_record() for e in excluded]}, indent=2))  # fmt: skip
         else:
-            print(f"session {session.id} ({session.name}): {session.status}")
+            counts = jobs_by_status(str(r["status"]) for r in rows)
+            print(f"session {session.id} ({session.name}): {word}" + (f" (jobs: {counts})" if counts else ""))
             print(monitor_line(session, live, resume))
             print(render_table(rows, STATUS_COLUMNS))
             strategy_rows = attempt_strategy_rows(store, session.id)
@@ -104,9 +105,10 @@ def sessions_command(args: argparse.Namespace) -> int:
     store, _ = open_reader(args)
     with store:
         rows = [
-            {"id": s.id, "name": s.name, "status": s.status, "created": f"{s.created_at:%Y-%m-%d %H:%M:%S}",
-             "jobs": len(store.jobs_for_session(s.id, with_plan=False)), "monitor_pid": s.monitor_pid}
+            {"id": s.id, "name": s.name, "status": session_word(s.status, [j.status for j in jobs]),
+             "created": f"{s.created_at:%Y-%m-%d %H:%M:%S}", "jobs": len(jobs), "monitor_pid": s.monitor_pid}
             for s in store.list_sessions()
+            for jobs in [store.jobs_for_session(s.id, with_plan=False)]
         ]  # fmt: skip
     print(
         json.dumps(rows, indent=2)
