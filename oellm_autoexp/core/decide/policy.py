@@ -403,7 +403,7 @@ def _restart_within_budgets(
         return _budget_stop(rule, outcome, exhausted, left)
     return Decision(
         DecisionAction.RESTART,
-        f"Transient failure detected (error_type={outcome.cause})",
+        restart_reason(rule, outcome, history),
         rule=rule.name,
         budget_before=left,
         budget_after=left - 1,
@@ -411,6 +411,38 @@ def _restart_within_budgets(
         exclude_nodes=_exclude_nodes(rule, blamed, history),
         cancel_first=outcome.still_running,
     )
+
+
+# Ends that are the plan working, not failures: a long run split over allocations (walltime),
+# Megatron saving and exiting 0 mid-run (`--exit-interval`, `--exit-duration-in-mins`, its signal
+# handler), the scheduler taking the nodes back. Their restarts say so (issue 28).
+PLANNED_KINDS = {
+    OutcomeKind.TIMEOUT: "time limit reached",
+    OutcomeKind.EARLY_EXIT: "saved and exited before the last iteration",
+    OutcomeKind.PREEMPTED: "preempted",
+}
+
+
+def restart_reason(rule: RestartRule, outcome: Outcome, history: RestartHistory) -> str:
+    """The reason of a restart within the budgets: a planned resubmission says what it is,
+    ("time limit reached at iteration 1200: resubmitted to continue (...)"); a failure keeps
+    "Transient failure detected (error_type=...)"."""
+    what = PLANNED_KINDS.get(outcome.kind)
+    if what is None:
+        return f"Transient failure detected (error_type={outcome.cause})"
+    at = "" if history.iteration is None else f" at iteration {history.iteration}"
+    if rule.refill_on_progress:
+        best = max((i for i in (*(r.iteration for r in history.restarts), history.iteration) if i is not None),
+                   default=None)  # fmt: skip
+        budget = (
+            f"counts against the budget only if the next attempt does not get past iteration {best}"
+            if best is not None
+            else "counts against the budget until an attempt makes progress"
+        )
+    else:
+        left = max(rule.max_retries - len(charged_restarts(rule, history)) - 1, 0)
+        budget = f"{left} of {rule.max_retries} restarts left"
+    return f"{what}{at}: resubmitted to continue ({budget})"
 
 
 def _budget_stop(rule: RestartRule, outcome: Outcome, reason: str, left: int) -> Decision:
