@@ -125,7 +125,7 @@ class RestartRule(_Model):
     # line with its host, srun's `Node failure on X`), unless it names more than this share of
     # the allocation: then the failure is job-wide and no node is blamed.
     exclude_failing_node: bool = False
-    blame_max_share: float = Field(default=DEFAULT_MAX_SHARE, gt=0, le=1)
+    blame_max_share: float = Field(default=DEFAULT_MAX_SHARE, gt=0, le=1)  # see exclude_failing_node
     # Act on a RUNNING job as soon as its fatal line settled (cancel, then restart or stop)
     # rather than wait for it to end: with NCCL the survivors of a dead rank block for the
     # whole collective timeout while Slurm says RUNNING.
@@ -173,8 +173,8 @@ class RestartPolicy(_Model):
     rules: tuple[RestartRule, ...] = ()  # tried in order
     # Cumulative budgets over every attempt of a job (allocation x elapsed, from sacct), checked
     # before each restart; spent -> stop with the figures. None: no limit.
-    max_gpu_hours: float | None = Field(default=None, gt=0)
-    max_wall_hours: float | None = Field(default=None, gt=0)
+    max_gpu_hours: float | None = Field(default=None, gt=0)  # GPU-hours over all attempts
+    max_wall_hours: float | None = Field(default=None, gt=0)  # elapsed hours over all attempts
     # Incomplete checkpoints moved aside before a resubmission (docs/checkpoints.md); past this
     # many per run the job stops instead.
     max_checkpoint_rollbacks: int = Field(default=2, ge=0)
