@@ -98,13 +98,18 @@ def source_state() -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(changed) if commit else None}
 
 
+# Taken when a benchmark starts (it imports this module first): the code measured, not the
+# tree as it is when the run ends.
+SOURCE_AT_START = source_state()
+
+
 def environment() -> dict[str, Any]:
     return {
         "date": dt.date.today().isoformat(),
         "machine": MACHINE,
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
-        **source_state(),
+        **SOURCE_AT_START,
     }
 
 
