@@ -7,6 +7,7 @@ warning when it is not the one asked for), and per job the time run over all att
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -47,11 +48,13 @@ def attempt_strategy_rows(store: StoreReader, session_id: int) -> list[dict[str,
     return rows
 
 
-def elapsed_lines(store: StoreReader, session_id: int) -> list[str]:
-    """Per job with more than one attempt: the time run over all of them (segments add up)."""
+def elapsed_lines(store: StoreReader, session_id: int, attempts: Sequence[AttemptInfo]) -> list[str]:
+    """Per job with more than one attempt: the time run over all of them (segments add up).
+
+    `attempts`: the session's (`attempts_for_session`), in job, then attempt order."""
     now = datetime.now(UTC)
     by_job: dict[int, list[AttemptInfo]] = {}
-    for attempt in store.attempts_for_session(session_id):  # in job, then attempt order
+    for attempt in attempts:
         by_job.setdefault(attempt.job_id, []).append(attempt)
     lines = []
     for job_id, name in store.job_names(session_id).items():

@@ -213,10 +213,16 @@ class StoreReader:
         ]
 
     def decisions_for_job(self, job_id: int) -> list[DecisionInfo]:
+        return self._decisions("WHERE job_id = ?", (job_id,))
+
+    def decisions_for_session(self, session_id: int) -> list[DecisionInfo]:
+        return self._decisions("WHERE job_id IN (SELECT id FROM jobs WHERE session_id = ?)", (session_id,))
+
+    def _decisions(self, where: str, params: Sequence[Any]) -> list[DecisionInfo]:
         rows = self._rows(
             "SELECT id, job_id, attempt_id, action, reason, budget_before, budget_after, evidence_json, "
-            "decided_at FROM decisions WHERE job_id = ? ORDER BY id",
-            (job_id,),
+            f"decided_at FROM decisions {where} ORDER BY id",
+            params,
         )
         return [
             DecisionInfo(r[0], r[1], r[2], r[3], r[4], r[5], r[6], _json(r[7]), _when(r[8])) for r in rows
@@ -224,12 +230,19 @@ class StoreReader:
 
     def exclusions_for_job(self, job_id: int) -> list[Exclusion]:
         """Every node exclusion recorded for a job, expired ones too (callers filter by `now`)."""
+        return self._exclusions("e.job_id = ?", job_id)
+
+    def exclusions_for_session(self, session_id: int) -> list[Exclusion]:
+        """The same for every job of a session, in job then record order."""
+        return self._exclusions("jobs.session_id = ?", session_id)
+
+    def _exclusions(self, where: str, param: int) -> list[Exclusion]:
         from oellm_autoexp.core.decide.exclusions import Exclusion
 
         rows = self._rows(
             "SELECT jobs.name, e.node, e.evidence, e.source, e.created_at, e.expires_at FROM exclusions e "
-            "JOIN jobs ON e.job_id = jobs.id WHERE e.job_id = ? ORDER BY e.id",
-            (job_id,),
+            f"JOIN jobs ON e.job_id = jobs.id WHERE {where} ORDER BY e.job_id, e.id",
+            (param,),
         )
         return [Exclusion(r[0], r[1], r[2], r[3], _when(r[4]), _when(r[5])) for r in rows]
 

@@ -73,6 +73,8 @@ def test_reader_returns_what_the_store_returns(tmp_path: Path) -> None:
             assert reader.latest_attempt(job_id) == store.latest_attempt(job_id)
             assert reader.decisions_for_job(job_id) == store.decisions_for_job(job_id)
             assert reader.exclusions_for_job(job_id) == store.exclusions_for_job(job_id)
+        assert reader.decisions_for_session(2) == store.decisions_for_session(2)
+        assert reader.exclusions_for_session(2) == [e for j in (1, 2, 3) for e in store.exclusions_for_job(j)]
         for attempt in store.attempts_for_session(2):
             assert reader.signals_for_attempt(attempt.id) == store.signals_for_attempt(attempt.id)
             assert reader.candidates_for_attempt(attempt.id) == candidates_for_attempt(store, attempt.id)
