@@ -156,7 +156,7 @@ def classify_throughput(d: dict[str, Any]) -> list[str]:
 
 def cli_startup(d: dict[str, Any]) -> list[str]:
     out = [f"{d['attempts']} attempts in one session; {d['rounds']} rounds, every command once a round (whole "
-           f"processes); load average {d['load_before']:g} before, {d['load_after']:g} after.", "",
+           f"processes); load average {d['load_before']:.2f} before, {d['load_after']:.2f} after.", "",
            "| command | median s | min s | max s | beyond `python -c pass` s | budget s | CPU median s |",
            "|---|---|---|---|---|---|---|"]  # fmt: skip
     for label, r in d["rows"].items():
