@@ -360,11 +360,37 @@ def whole_process(name: str, text: str, rounds: int, out: Report) -> dict[str, A
     return {"rounds": rounds, "seconds": seconds, "ratios": ratios}
 
 
+def _whole_process_flag(parser: Any) -> None:
+    parser.add_argument(
+        "--whole-process-only", action="store_true",
+        help="only `autoexp classify LOG` beside the upstream processes on the healthy 50 MB log (run it "
+             "with a venv's python to check an install: `VENV/bin/python benchmarks/bench_classify_throughput.py "
+             "--whole-process-only`); prints, saves nothing",
+    )  # fmt: skip
+
+
+def _whole_process_only(args: Any) -> None:
+    import ahocorasick_rs  # noqa: F401 - what the install under test must bring
+
+    out = Report()
+    out(f"whole process only, interpreter {sys.executable}; ahocorasick-rs "
+        f"{importlib.metadata.version('ahocorasick-rs')}; load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    result = whole_process(
+        "healthy", healthy_corpus(8.0 if args.quick else 50.0), 2 if args.quick else 3, out
+    )
+    ratios = result["ratios"]
+    out(verdict(f">= {GOAL_RATIO:g}x both upstream rows as a whole process",
+                all(r["median"] >= GOAL_RATIO for r in ratios.values())))  # fmt: skip
+
+
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--upstream-process":
         upstream_process(sys.argv[2], sys.argv[3])
         return
-    args = parse_args(__doc__)
+    args = parse_args(__doc__, _whole_process_flag)
+    if args.whole_process_only:
+        _whole_process_only(args)
+        return
     from oellm_autoexp.adapters.logs.pattern_files import load_patterns
     from oellm_autoexp.core.classify import matcher
 
