@@ -365,7 +365,7 @@ def _whole_process_flag(parser: Any) -> None:
         "--whole-process-only", action="store_true",
         help="only `autoexp classify LOG` beside the upstream processes on the healthy 50 MB log (run it "
              "with a venv's python to check an install: `VENV/bin/python benchmarks/bench_classify_throughput.py "
-             "--whole-process-only`); prints, saves nothing",
+             "--whole-process-only`); saves results/classify_install-<date>.*",
     )  # fmt: skip
 
 
@@ -379,8 +379,11 @@ def _whole_process_only(args: Any) -> None:
         "healthy", healthy_corpus(8.0 if args.quick else 50.0), 2 if args.quick else 3, out
     )
     ratios = result["ratios"]
-    out(verdict(f">= {GOAL_RATIO:g}x both upstream rows as a whole process",
-                all(r["median"] >= GOAL_RATIO for r in ratios.values())))  # fmt: skip
+    met = all(r["median"] >= GOAL_RATIO for r in ratios.values())
+    out(verdict(f">= {GOAL_RATIO:g}x both upstream rows as a whole process", met))
+    save_result("classify_install", args, {"interpreter": sys.executable, "goal_met": met,
+                                           "ahocorasick_rs": importlib.metadata.version("ahocorasick-rs"),
+                                           "healthy": result}, out.text)  # fmt: skip
 
 
 def main() -> None:

@@ -237,13 +237,15 @@ class StoreReader:
         return self._exclusions("jobs.session_id = ?", session_id)
 
     def _exclusions(self, where: str, param: int) -> list[Exclusion]:
-        from oellm_autoexp.core.decide.exclusions import Exclusion
-
         rows = self._rows(
             "SELECT jobs.name, e.node, e.evidence, e.source, e.created_at, e.expires_at FROM exclusions e "
             f"JOIN jobs ON e.job_id = jobs.id WHERE {where} ORDER BY e.job_id, e.id",
             (param,),
         )
+        if not rows:
+            return []
+        from oellm_autoexp.core.decide.exclusions import Exclusion  # only when there are some
+
         return [Exclusion(r[0], r[1], r[2], r[3], _when(r[4]), _when(r[5])) for r in rows]
 
     def won_candidates(self, session_id: int) -> dict[int, CandidateInfo]:
