@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from oellm_autoexp.core.plan.segments import elapsed_s
-from oellm_autoexp.core.plan.strategies import format_wait, gpu_type_warning, stored_strategy
+from oellm_autoexp.core.plan.segments import elapsed_s, format_wait
 
 if TYPE_CHECKING:
     from oellm_autoexp.adapters.store.reader import StoreReader
@@ -27,6 +26,8 @@ def attempt_strategy_rows(store: StoreReader, session_id: int) -> list[dict[str,
     won = store.won_candidates(session_id)
     if not won:
         return rows
+    from oellm_autoexp.core.plan.strategies import gpu_type_warning, stored_strategy  # only with strategies
+
     names = store.job_names(session_id)
     for attempt in store.attempts_for_session(session_id):
         winner = won.get(attempt.id)

@@ -22,6 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+# format_wait lives in segments.py: `autoexp status` needs it without this module.
+from oellm_autoexp.core.plan.segments import format_wait as format_wait
+
 # `sbatch --test-only` writes this on stderr (Slurm 22.05):
 #   sbatch: Job 3 to start at 2026-11-23T11:27:26 using 1 processors on nodes node2 in partition h100
 _TEST_ONLY = re.compile(
@@ -121,15 +124,6 @@ class Candidate:
 
     strategy: Strategy
     estimate: Estimate
-
-
-def format_wait(seconds: float) -> str:
-    """A wait a person reads at a glance: 45 s, 12 min, 3.5 h."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def parse_test_only(text: str, tz: object = None) -> Estimate:
