@@ -7,7 +7,7 @@ warning when it is not the one asked for), and per job the time run over all att
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -15,7 +15,6 @@ from oellm_autoexp.core.plan.segments import elapsed_s, format_wait
 
 if TYPE_CHECKING:
     from oellm_autoexp.adapters.store.reader import StoreReader
-    from oellm_autoexp.adapters.store.records import AttemptInfo
 
 ATTEMPT_COLUMNS = ("job", "attempt", "strategy", "slurm_id", "queue_wait", "gpu_allocated", "note")
 
@@ -49,18 +48,19 @@ def attempt_strategy_rows(store: StoreReader, session_id: int) -> list[dict[str,
     return rows
 
 
-def elapsed_lines(store: StoreReader, session_id: int, attempts: Sequence[AttemptInfo]) -> list[str]:
+def elapsed_lines(
+    store: StoreReader,
+    session_id: int,
+    spans: Mapping[int, Sequence[tuple[datetime | None, datetime | None]]],
+) -> list[str]:
     """Per job with more than one attempt: the time run over all of them (segments add up).
 
-    `attempts`: the session's (`attempts_for_session`), in job, then attempt order."""
+    `spans`: job id -> (started, ended) of each attempt (StoreReader.attempt_spans)."""
     now = datetime.now(UTC)
-    by_job: dict[int, list[AttemptInfo]] = {}
-    for attempt in attempts:
-        by_job.setdefault(attempt.job_id, []).append(attempt)
     lines = []
     for job_id, name in store.job_names(session_id).items():
-        attempts = by_job.get(job_id, [])
+        attempts = spans.get(job_id, [])
         if len(attempts) > 1:
-            total = elapsed_s([(a.started_at, a.ended_at) for a in attempts], now)
+            total = elapsed_s(attempts, now)
             lines.append(f"{name}: {format_wait(total)} elapsed over {len(attempts)} attempts")
     return lines

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -48,21 +48,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def status_rows(
-    store: Store, session: SessionInfo, attempts: Sequence[AttemptInfo] | None = None
+    store: Store,
+    session: SessionInfo,
+    latest: Mapping[int, AttemptInfo] | None = None,
+    decisions: Sequence[DecisionInfo] | None = None,
 ) -> list[dict[str, object]]:
-    """One row per job; `attempts`: the session's, when already read. A few queries for the whole
-    session (not three per job): `status` on 1,000 attempts answers in a blink."""
-    latest: dict[int, AttemptInfo] = {}
-    for attempt in store.attempts_for_session(session.id) if attempts is None else attempts:
-        latest[attempt.job_id] = attempt  # in job, then attempt order: the last is the latest
-    decisions: dict[int, list[DecisionInfo]] = {}
-    for decision in store.decisions_for_session(session.id):
-        decisions.setdefault(decision.job_id, []).append(decision)
+    """One row per job, from a few queries for the whole session (not three per job).
+
+    `latest` (job id -> its latest attempt) and `decisions` (at least those `job_row` reads: see
+    StoreReader.status_decisions) when already read; otherwise every attempt and decision."""
+    if latest is None:
+        latest = {}
+        for attempt in store.attempts_for_session(session.id):  # in job, then attempt order
+            latest[attempt.job_id] = attempt
+    by_job: dict[int, list[DecisionInfo]] = {}
+    for decision in store.decisions_for_session(session.id) if decisions is None else decisions:
+        by_job.setdefault(decision.job_id, []).append(decision)
     rows = []
     for job in store.jobs_for_session(session.id, with_plan=False):
         last = latest.get(job.id)
         signals = store.signals_for_attempt(last.id) if last else []
-        rows.append(job_row(job, last, pick_signal(signals), decisions.get(job.id, [])))
+        rows.append(job_row(job, last, pick_signal(signals), by_job.get(job.id, [])))
     return rows
 
 
@@ -74,8 +80,9 @@ def status_command(args: argparse.Namespace) -> int:
     store, state = open_reader(args)
     with store:
         session = find_session(store, args.session) if args.session else latest_session(store)
-        attempts = store.attempts_for_session(session.id)
-        rows = status_rows(store, session, attempts)
+        latest = store.latest_attempts(session.id)
+        decisions = store.status_decisions(session.id, [a.id for a in latest.values()])
+        rows = status_rows(store, session, latest, decisions)
         word = session_word(session.status, (str(r["status"]) for r in rows))
         live = monitor_liveness(session, datetime.now(UTC))
         resume = resume_command(state, [session.id])
@@ -95,7 +102,7 @@ def status_command(args: argparse.Namespace) -> int:
             if strategy_rows:
                 print("allocation strategies:")
                 print(render_table(strategy_rows, ATTEMPT_COLUMNS))
-            for line in elapsed_lines(store, session.id, attempts):
+            for line in elapsed_lines(store, session.id, store.attempt_spans(session.id)):
                 print(line)
             if excluded:
                 print("excluded nodes:")

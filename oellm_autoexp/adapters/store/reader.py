@@ -195,6 +195,37 @@ class StoreReader:
         where = "WHERE job_id IN (SELECT id FROM jobs WHERE session_id = ?) ORDER BY job_id, attempt_no"
         return self._attempts(where, (session_id,))
 
+    def latest_attempts(self, session_id: int) -> dict[int, AttemptInfo]:
+        """Per job of the session, its latest attempt (what `status` shows), in one query."""
+        where = (
+            "a WHERE a.job_id IN (SELECT id FROM jobs WHERE session_id = ?) AND a.attempt_no = "
+            "(SELECT MAX(b.attempt_no) FROM attempts b WHERE b.job_id = a.job_id) ORDER BY a.job_id"
+        )
+        return {a.job_id: a for a in self._attempts(where, (session_id,))}
+
+    def attempt_spans(self, session_id: int) -> dict[int, list[tuple[datetime | None, datetime | None]]]:
+        """Per job, (started, ended) of each attempt in attempt order: the time run, without the rest."""
+        spans: dict[int, list[tuple[datetime | None, datetime | None]]] = {}
+        sql = (
+            "SELECT job_id, started_at, ended_at FROM attempts WHERE job_id IN "
+            "(SELECT id FROM jobs WHERE session_id = ?) ORDER BY job_id, attempt_no"
+        )
+        for job_id, started, ended in self._rows(sql, (session_id,)):
+            spans.setdefault(job_id, []).append((_time(started), _time(ended)))
+        return spans
+
+    def status_decisions(self, session_id: int, latest_attempt_ids: Sequence[int]) -> list[DecisionInfo]:
+        """The decisions a job's status row reads, in id order: each job's last one, its last with a
+        budget, and every one about its latest attempt (not the whole history of a long run)."""
+        marks = ",".join("?" * len(latest_attempt_ids)) or "NULL"
+        where = (
+            "d WHERE d.job_id IN (SELECT id FROM jobs WHERE session_id = ?) AND ("
+            f"d.attempt_id IN ({marks}) "
+            "OR d.id = (SELECT MAX(e.id) FROM decisions e WHERE e.job_id = d.job_id) "
+            "OR d.id = (SELECT MAX(e.id) FROM decisions e WHERE e.job_id = d.job_id AND e.budget_after IS NOT NULL))"
+        )
+        return self._decisions(where, (session_id, *latest_attempt_ids))
+
     def _attempts(self, where_order: str, params: Sequence[Any]) -> list[AttemptInfo]:
         rows = self._rows(f"SELECT {_ATTEMPT_COLUMNS} FROM attempts {where_order}", params)
         return [_attempt(r) for r in rows]

@@ -74,6 +74,27 @@ def test_reader_returns_what_the_store_returns(tmp_path: Path) -> None:
             assert reader.decisions_for_job(job_id) == store.decisions_for_job(job_id)
             assert reader.exclusions_for_job(job_id) == store.exclusions_for_job(job_id)
         assert reader.decisions_for_session(2) == store.decisions_for_session(2)
+        latest = reader.latest_attempts(2)
+        assert latest == {j: store.latest_attempt(j) for j in (1, 2, 3)}
+        assert reader.attempt_spans(2) == {
+            j: [(a.started_at, a.ended_at) for a in store.attempts_for_job(j)] for j in (1, 2, 3)
+        }
+        # what a status row reads: each job's last decision, its last with a budget, its latest attempt's
+        subset = reader.status_decisions(2, [a.id for a in latest.values()])
+        for j in (1, 2, 3):
+            full = store.decisions_for_job(j)
+            mine = [d for d in subset if d.job_id == j]
+            assert mine[-1] == full[-1] and all(d in full for d in mine)
+            assert [d for d in full if d.attempt_id == latest[j].id] == [
+                d for d in mine if d.attempt_id == latest[j].id
+            ]
+            budgeted = [d for d in full if d.budget_after is not None]
+            assert [d for d in mine if d.budget_after is not None][-1] == budgeted[-1]
+        from oellm_autoexp.cli.status import status_rows
+
+        session = reader.get_session(2)
+        assert session is not None
+        assert status_rows(reader, session, latest, subset) == status_rows(store, session)
         assert reader.exclusions_for_session(2) == [e for j in (1, 2, 3) for e in store.exclusions_for_job(j)]
         for attempt in store.attempts_for_session(2):
             assert reader.signals_for_attempt(attempt.id) == store.signals_for_attempt(attempt.id)
