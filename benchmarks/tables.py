@@ -154,6 +154,21 @@ def classify_throughput(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def classify_install(d: dict[str, Any]) -> list[str]:
+    h = d["healthy"]
+    out = [f"A venv made by `pip install .` (no extras: ahocorasick-rs {d['ahocorasick_rs']} comes as a "
+           f"dependency); the healthy 50 MB log, {h['rounds']} rounds, whole processes.", "",
+           "| | median s | min s | max s |", "|---|---|---|---|"]  # fmt: skip
+    labels = {"ours": "ours: `autoexp classify LOG`", "head": "upstream HEAD (3 events)",
+              "prod": "upstream production branch (21 events)"}  # fmt: skip
+    for row, label in labels.items():
+        s = h["seconds"][row]
+        out.append(f"| {label} | {s['median']:.2f} | {s['min']:.2f} | {s['max']:.2f} |")
+    r = h["ratios"]
+    return [*out, "", f"Ours / upstream HEAD x{r['ours_over_head']['median']:.1f}, / production "
+                      f"x{r['ours_over_prod']['median']:.1f} (medians of per-round ratios)."]  # fmt: skip
+
+
 def cli_startup(d: dict[str, Any]) -> list[str]:
     out = [f"{d['attempts']} attempts in one session; {d['rounds']} rounds, every command once a round (whole "
            f"processes); load average {d['load_before']:.2f} before, {d['load_after']:.2f} after.", "",
@@ -281,6 +296,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "time_to_gpu": time_to_gpu,
     "soak_restarts": soak_restarts,
     "cli_startup": cli_startup,
+    "classify_install": classify_install,
 }
 DOC_RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"classify_engines": classify_engines}
 
