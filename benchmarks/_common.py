@@ -78,12 +78,38 @@ def verdict(goal: str, met: bool) -> str:
     return f"GOAL {goal}: {'MET' if met else 'MISSED'}"
 
 
+def source_state() -> dict[str, Any]:
+    """The commit the figures were measured on and whether the tree differed from it (`dirty`).
+
+    Files under benchmarks/results/ do not count: a run writes its own result there.
+    """
+    root = BENCH_DIR.parent
+
+    def git(*argv: str) -> str:
+        done = subprocess.run(
+            ["git", *argv], cwd=root, capture_output=True, text=True, timeout=30, check=False
+        )
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "HEAD") or None
+    changed = [
+        line for line in git("status", "--porcelain").splitlines() if "benchmarks/results/" not in line
+    ]
+    return {"commit": commit, "dirty": bool(changed) if commit else None}
+
+
+# Taken when a benchmark starts (it imports this module first): the code measured, not the
+# tree as it is when the run ends.
+SOURCE_AT_START = source_state()
+
+
 def environment() -> dict[str, Any]:
     return {
         "date": dt.date.today().isoformat(),
         "machine": MACHINE,
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
+        **SOURCE_AT_START,
     }
 
 

@@ -117,26 +117,67 @@ def _earlier_runs(d: dict[str, Any]) -> list[str]:
 
 
 def classify_throughput(d: dict[str, Any]) -> list[str]:
-    out = [f"{d['patterns']} patterns (`megatron_production`) against upstream's {d['upstream_regexes']}; "
+    ev = d["upstream_events"]
+    out = [f"{d['patterns']} patterns (`megatron_production`); upstream HEAD scans {ev['head']} events, its "
+           f"production branch {ev['prod']} (all new text per poll, `finditer`, events with an action); "
            f"engine {d['engine']}; load average {d['load_avg_1min'][0]:g} before, {d['load_avg_1min'][1]:g} after.",
            "", "| corpus | row | MB/s min | median | max |", "|---|---|---|---|---|"]  # fmt: skip
-    labels = {"upstream": "upstream scanner (15 regexes, 4 MB chunks)", "line_loop": "line-by-line (before)",
-              "ours": "ours, `fast` extra", "ours_re": "ours, no extra (str.find)"}  # fmt: skip
+    labels = {"head": "upstream HEAD (3 events)", "prod": "upstream production branch (21 events)",
+              "line_loop": "line-by-line (before)", "ours": "ours (ahocorasick-rs, the default install)",
+              "ours_re": "ours, str.find fallback"}  # fmt: skip
     for corpus in ("healthy", "dense"):
         c = d[corpus]
         for row, label in labels.items():
             r = c["mb_s"][row]
             out.append(f"| {corpus} {c['mb']:.0f} MB ({c['rounds']} rounds) | {label} | {r['min']:.1f} | "
                        f"{r['median']:.1f} | {r['max']:.1f} |")  # fmt: skip
+    h, dn = d["healthy"], d["dense"]
+    out += ["", "| ratio (median of per-round ratios; > 1: ours faster) | healthy | dense |", "|---|---|---|"]
+    for key, label in (("ours_over_head", "in-process: ours / upstream HEAD"),
+                       ("ours_over_prod", "in-process: ours / upstream production"),
+                       ("ours_re_over_head", "in-process: str.find fallback / upstream HEAD"),
+                       ("ours_re_over_prod", "in-process: str.find fallback / upstream production")):  # fmt: skip
+        out.append(f"| {label} | x{h['ratios'][key]['median']:.1f} | x{dn['ratios'][key]['median']:.1f} |")
+    for key, label in (("ours_over_head", "whole process: `autoexp classify LOG` / upstream HEAD"),
+                       ("ours_over_prod", "whole process: `autoexp classify LOG` / upstream production")):  # fmt: skip
+        hw, dw = h["whole_process"]["ratios"][key], dn["whole_process"]["ratios"][key]
+        out.append(f"| {label} | x{hw['median']:.1f} | x{dw['median']:.1f} |")
     out.append("")
     for corpus in ("healthy", "dense"):
         c = d[corpus]
-        ratio = c["ratio_ours_upstream"]
-        out.append(f"- {corpus}: ours / upstream per round x{ratio['min']:.1f} min, x{ratio['median']:.1f} median, "
-                   f"x{ratio['max']:.1f} max; same signals as the line-by-line path: "
-                   f"{c['same_as_line_loop']['ours'] and c['same_as_line_loop']['ours_re']} "
+        w = c["whole_process"]["seconds"]
+        out.append(f"- {corpus}: whole process, median s: ours {w['ours']['median']:.2f}, upstream HEAD "
+                   f"{w['head']['median']:.2f}, production {w['prod']['median']:.2f}; same signals as the "
+                   f"line-by-line path: {c['same_as_line_loop']['ours'] and c['same_as_line_loop']['ours_re']} "
                    f"({c['signals']} non-progress signals; progress signals {c['progress_signals']['line_loop']} "
                    f"→ {c['progress_signals']['ours']})")  # fmt: skip
+    return out
+
+
+def classify_install(d: dict[str, Any]) -> list[str]:
+    h = d["healthy"]
+    out = [f"A venv made by `pip install .` (no extras: ahocorasick-rs {d['ahocorasick_rs']} comes as a "
+           f"dependency); the healthy 50 MB log, {h['rounds']} rounds, whole processes.", "",
+           "| | median s | min s | max s |", "|---|---|---|---|"]  # fmt: skip
+    labels = {"ours": "ours: `autoexp classify LOG`", "head": "upstream HEAD (3 events)",
+              "prod": "upstream production branch (21 events)"}  # fmt: skip
+    for row, label in labels.items():
+        s = h["seconds"][row]
+        out.append(f"| {label} | {s['median']:.2f} | {s['min']:.2f} | {s['max']:.2f} |")
+    r = h["ratios"]
+    return [*out, "", f"Ours / upstream HEAD x{r['ours_over_head']['median']:.1f}, / production "
+                      f"x{r['ours_over_prod']['median']:.1f} (medians of per-round ratios)."]  # fmt: skip
+
+
+def cli_startup(d: dict[str, Any]) -> list[str]:
+    out = [f"{d['attempts']} attempts in one session; {d['rounds']} rounds, every command once a round (whole "
+           f"processes); load average {d['load_before']:.2f} before, {d['load_after']:.2f} after.", "",
+           "| command | median s | min s | max s | beyond `python -c pass` s | budget s | CPU median s |",
+           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for label, r in d["rows"].items():
+        beyond = "(baseline)" if "budget" not in r else f"{r['beyond_floor']:.3f}"
+        out.append(f"| `{label}` | {r['median']:.3f} | {r['min']:.3f} | {r['max']:.3f} | {beyond} | "
+                   f"{r.get('budget', '')} | {r['cpu_median']:.3f} |")  # fmt: skip
     return out
 
 
@@ -305,9 +346,11 @@ HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
         f"{d['steady']['cpu_percent_of_one_core']:.1f} % of a core, fatal p99 {_s(d['fatal_to_decision'].get('p99'))}"
     ),
     "classify_throughput": lambda d: (
-        f"healthy: ours {d['healthy']['mb_s']['ours']['median']:.1f} MB/s, upstream "
-        f"{d['healthy']['mb_s']['upstream']['median']:.1f} MB/s (median x{d['healthy']['ratio_ours_upstream']['median']:.1f})"
+        "whole process, ours / upstream production: healthy "
+        f"x{d['healthy']['whole_process']['ratios']['ours_over_prod']['median']:.1f}, dense "
+        f"x{d['dense']['whole_process']['ratios']['ours_over_prod']['median']:.1f}"
     ),
+    "cli_startup": lambda d: ", ".join(f"{k} {r['median']:.3f} s" for k, r in d["rows"].items()),
     "time_to_gpu": lambda d: (
         f"submit → RUNNING p50: one strategy {_s(d['one_strategy'].get('p50'))}, fan-out {_s(d['fan_out'].get('p50'))}"
     ),
@@ -355,6 +398,8 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "corpus_accuracy": corpus_accuracy,
     "fleet_ettr": fleet_ettr,
     "successor_restart": successor_restart,
+    "cli_startup": cli_startup,
+    "classify_install": classify_install,
 }
 DOC_RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {"classify_engines": classify_engines}
 
@@ -369,7 +414,12 @@ def table(name: str) -> str:
         return f"(no results/{FILE_OF.get(name, name)}-<date>.json yet)"
     data = json.loads(path.read_text(encoding="utf-8"))
     met = data.get("goal_met")
-    head = f"From `benchmarks/results/{path.name}` ({data['date']}, {data['machine']}, {data['cpus']} CPUs)"
+    code = (
+        "commit not recorded"
+        if data.get("commit") is None
+        else f"commit {data['commit'][:7]}{' + uncommitted changes' if data.get('dirty') else ''}"
+    )
+    head = f"From `benchmarks/results/{path.name}` ({data['date']}, {code}, {data['machine']}, {data['cpus']} CPUs)"
     head += (
         "" if met is None else f"; goal {data.get('goal', 'of the issue')}: **{'MET' if met else 'MISSED'}**"
     )

@@ -20,6 +20,7 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
         help="dotted overrides (backend.megatron.micro_batch_size=16); +key=value adds a key; "
         "group=option swaps a defaults entry (slurm=local)",
     )
+    parser.set_defaults(trailing="overrides")  # `CONFIG --json k=v`: k=v is an override (cli/main.py)
     parser.add_argument(
         "--config-dir",
         action="append",

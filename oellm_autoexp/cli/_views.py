@@ -1,14 +1,18 @@
-"""Pure rendering for the session commands: records in, rows and text out."""
+"""Pure rendering for the session commands: records in, rows and text out.
+
+`explain` and the exclusion lines import what they need when called: `status` and `sessions`
+start faster without them (cli/main.py).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, DecisionInfo, JobInfo, SignalInfo
-from oellm_autoexp.core.decide.exclusions import Exclusion, describe
-from oellm_autoexp.core.watch.evidence import Evidence
+if TYPE_CHECKING:
+    from oellm_autoexp.adapters.store.records import AttemptInfo, DecisionInfo, JobInfo, SignalInfo
+    from oellm_autoexp.core.decide.exclusions import Exclusion
 
 
 def job_row(
@@ -17,9 +21,14 @@ def job_row(
     last_signal: SignalInfo | None,
     decisions: Sequence[DecisionInfo],
 ) -> dict[str, Any]:
-    """One job's line of `autoexp status` (also its --json object)."""
+    """One job's line of `autoexp status` (also its --json object).
+
+    LAST_SIGNAL is the cause the latest attempt was judged on (its decision's evidence), else
+    `last_signal` (see `pick_signal`): the cause, never the teardown that followed it.
+    """
     budget = next((d.budget_after for d in reversed(decisions) if d.budget_after is not None), None)
     last = decisions[-1] if decisions else None
+    judged = _judged_cause(latest, decisions)
     return {
         "job": job.name,
         "key": job.job_key,
@@ -27,20 +36,48 @@ def job_row(
         "attempt": latest.attempt_no if latest else None,
         "slurm_id": latest.executor_job_id if latest else None,
         "state": latest.state.value if latest else None,
-        "last_signal": (last_signal.error_type or last_signal.pattern) if last_signal else None,
+        "last_signal": judged or ((last_signal.error_type or last_signal.pattern) if last_signal else None),
         "budget_left": budget,
         "restarts": job.restart_count,
         "last_decision": f"{last.action}: {last.reason}" if last else None,
     }
 
 
+def _judged_cause(latest: AttemptInfo | None, decisions: Sequence[DecisionInfo]) -> str | None:
+    from oellm_autoexp.core.watch.evidence import Evidence
+
+    for d in reversed(decisions):
+        if latest is not None and d.attempt_id == latest.id:
+            ev = Evidence.from_json(d.evidence)
+            if ev.error_type or ev.signal:
+                return ev.error_type or ev.signal
+    return None
+
+
+def pick_signal(signals: Sequence[SignalInfo]) -> SignalInfo | None:
+    """The signal that tells what happened to an attempt: its first root cause, else its first
+    cascade, else its latest other line (progress never). A teardown line (`srun_teardown`, a
+    cascade that comes after the cause) is never preferred to the cause."""
+    roots = [s for s in signals if s.role == "root"]
+    cascades = [s for s in signals if s.role == "cascade"]
+    others = [s for s in signals if s.role not in ("root", "cascade", "progress")]
+    if roots or cascades:
+        return (roots or cascades)[0]
+    return others[-1] if others else None
+
+
 def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """A plain aligned text table; None shows as '-'."""
-    cells = [[("-" if row.get(c) is None else str(row.get(c))) for c in columns] for row in rows]
+    """A plain aligned text table, one line per row; None shows as '-'."""
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    # A value with line breaks (a tool's multi-line message) stays on its row.
+    return "-" if value is None else " ".join(str(value).split()) if "\n" in str(value) else str(value)
 
 
 def explain_lines(
@@ -69,6 +106,8 @@ def explain_lines(
 
 
 def _decision_lines(d: DecisionInfo) -> list[str]:
+    from oellm_autoexp.core.watch.evidence import Evidence
+
     budget = "" if d.budget_before is None else f" (budget {d.budget_before} -> {d.budget_after})"
     lines = [f"    {d.decided_at:%Y-%m-%d %H:%M:%S} {d.action.upper()}: {d.reason}{budget}"]
     ev = Evidence.from_json(d.evidence)
@@ -78,7 +117,7 @@ def _decision_lines(d: DecisionInfo) -> list[str]:
     if ev.observed:
         lines.append(f"      observed: {ev.observed}")
     if ev.after_first_fatal_s is not None:
-        lines.append(f"      decided {ev.after_first_fatal_s:.1f} s after the first fatal line "
+        lines.append(f"      {_delay_words(ev.after_first_fatal_s)} "
                      f"(line {ev.first_fatal_line_no}; judged on: {ev.trigger})")  # fmt: skip
     lines += [f"      blamed {item}" for item in ev.blamed]
     if ev.blame_withheld:
@@ -90,6 +129,16 @@ def _decision_lines(d: DecisionInfo) -> list[str]:
     return lines
 
 
+def _delay_words(after_s: float) -> str:
+    # Negative: the line was read after the clock the judgement used had started, i.e. by a
+    # monitor that started later and found it in the log; there is no delay to report then.
+    if after_s < 0:
+        return "decided as the first fatal line was read (already in the log when this monitor started)"
+    return f"decided {after_s:.1f} s after the first fatal line"
+
+
 def exclusion_lines(exclusions: Sequence[Exclusion], now: datetime) -> list[str]:
     """The active node exclusions of a session's jobs, one line each (`autoexp status`)."""
+    from oellm_autoexp.core.decide.exclusions import describe
+
     return [f"  {e.job}: {describe(e, now)}" for e in exclusions if e.is_active(now)]

@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser("cancel", help="cancel jobs for good: the monitor will not restart them")
     parser.add_argument("jobs", nargs="*", help="job names, keys or ids (default: every job of the session)")
     parser.add_argument("--session", help="session id or name (default: the latest)")
-    parser.set_defaults(func=cancel_command)
+    parser.set_defaults(func=cancel_command, trailing="jobs")
 
 
 def cancel_command(args: argparse.Namespace) -> int:

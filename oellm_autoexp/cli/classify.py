@@ -56,7 +56,7 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="also look for monitoring/<name>.yaml here (before $AUTOEXP_CONFIG_DIR and the shipped config)",
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, trailing="logs")
 
 
 def run(args: argparse.Namespace) -> int:

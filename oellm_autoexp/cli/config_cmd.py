@@ -17,7 +17,6 @@ from oellm_autoexp.cli._common import add_config_args
 from oellm_autoexp.config.experiment import load_composed, load_root
 from oellm_autoexp.config.keys import dotted
 from oellm_autoexp.config.loader import COMMAND_LINE, Composed, KeyPath, labelled_search_path
-from oellm_autoexp.config.models import RootConfig
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -92,5 +91,7 @@ def describe_source(source: str, experiment: str, search: list[tuple[str, Path]]
 
 def print_schema(args: argparse.Namespace) -> int:
     del args
-    print(json.dumps(RootConfig.model_json_schema(by_alias=True), indent=2))
+    from oellm_autoexp.config.schema import experiment_schema
+
+    print(json.dumps(experiment_schema(), indent=2))
     return 0

@@ -2,27 +2,62 @@
 
 Each command lives in its own module in this package and exposes
 `register(subparsers)`, which adds a sub-parser whose `func` default takes the
-parsed `argparse.Namespace` and returns an exit code. Commands are discovered
-here so that adding one never means editing this file.
+parsed `argparse.Namespace` and returns an exit code.
+
+Only the module of the command being run is imported: `autoexp --version`, `--help` and the
+read-only commands must answer at once (they are typed in loops and called by scripts), and
+importing every command pulls the ORM, the config models and the Slurm adapters. COMMANDS
+names each command's module and one-line help; tests/unit/cli/test_startup_imports.py checks
+it against what the modules register, so a new command is one module plus one line here.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
+import os
 import sys
 from collections.abc import Sequence
 
 from oellm_autoexp import __version__
-from oellm_autoexp.adapters.executors.factory import state_dir
-from oellm_autoexp.adapters.store.buffer import is_disk_full
 from oellm_autoexp.errors import UserError
 
-_NOT_COMMANDS = {"main"}
+# command -> (module under oellm_autoexp.cli, the help line `autoexp --help` shows)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "cancel": ("cancel", "cancel jobs for good: the monitor will not restart them"),
+    "checkpoint": ("checkpoint", "check a run's newest checkpoint; roll back an incomplete one"),
+    "classify": ("classify", "print the root cause of job logs and every signal found"),
+    "config": ("config_cmd", "show the composed config, or its JSON Schema"),
+    "init": ("init", "write a starter experiment (local, no Slurm) and a config/ skeleton"),
+    "monitor-session": ("monitor_session", "resume monitoring a session (or all active ones)"),
+    "plan": ("plan", "render every job's sbatch script; submit nothing"),
+    "replay": ("replay", "replay recorded logs through the monitor's classifier, hang tracker and policy"),
+    "report": ("report", "one self-contained HTML page: attempts, decisions, iterations, lost time"),
+    "run": ("run", "submit every job, then monitor and restart them until they end"),
+    "status": ("status", "jobs of a session: attempt, state, last signal, budget"),
+    "sessions": ("status", "list sessions"),
+    "explain": ("status", "every decision about a job, with its evidence"),
+    "submit": ("submit", "submit every job of an experiment"),
+}
+_GLOBAL_WITH_VALUE = ("--state-dir",)  # global options that take a value (the command comes after)
+SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for `git log | head`
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_in(argv: Sequence[str]) -> str | None:
+    """The command word of `argv` (the first word that is no global option or its value)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _GLOBAL_WITH_VALUE:
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; `command`'s module registers its sub-parser in full, the others are names only."""
     parser = argparse.ArgumentParser(
         prog="autoexp",
         description="Submit training runs to Slurm and keep them alive.",
@@ -35,20 +70,48 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    package = importlib.import_module("oellm_autoexp.cli")
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.name in _NOT_COMMANDS or info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"oellm_autoexp.cli.{info.name}")
-        register = getattr(module, "register", None)
-        if register is not None:
-            register(subparsers)
+    if command in COMMANDS:
+        module = importlib.import_module(f"oellm_autoexp.cli.{COMMANDS[command][0]}")
+        module.register(subparsers)
+    for name, (_, help_line) in COMMANDS.items():
+        if name not in subparsers.choices:
+            subparsers.add_parser(name, help=help_line)
     return parser
 
 
+def parse_intermixed(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """parse_args, where words after an option still join the command's list positional.
+
+    argparse stops filling a `nargs="*"` positional at the first option, so `autoexp replay LOG
+    --between linear restart=default` left `restart=default` unrecognized. A command names its
+    list positional with `set_defaults(trailing=DEST)`; plain words left over are appended to it.
+    """
+    args, extras = parser.parse_known_args(argv)
+    trailing = getattr(args, "trailing", None)
+    if extras and trailing is not None and not any(word.startswith("-") for word in extras):
+        getattr(args, trailing).extend(extras)
+    elif extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        try:
+            return _dispatch(args_list)
+        finally:
+            sys.stdout.flush()  # here, so that a closed pipe is seen below, not at interpreter exit
+    except BrokenPipeError:
+        # `autoexp status | head -1`: the reader has what it wanted; stop quietly, as git does.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return SIGPIPE_EXIT
+
+
+def _dispatch(argv: list[str]) -> int:
+    parser = build_parser(command_in(argv))
+    args = parse_intermixed(parser, argv)
     try:
         return int(args.func(args) or 0)
     except UserError as exc:
@@ -57,9 +120,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise
     except Exception as exc:
+        from oellm_autoexp.adapters.store.buffer import is_disk_full
+
         if not is_disk_full(exc):
             raise
+        from oellm_autoexp.adapters.fs.state_dir import state_dir
+
         where = state_dir(getattr(args, "state_dir", None))
         print(f"autoexp: error: no space left in {where} ({exc.__class__.__name__}: disk full); "
               "the command stopped: free space on its filesystem and run it again",

@@ -46,9 +46,11 @@ def plan_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{**plan_summary(p), "script": p.script} for p in plans], indent=2))
         return 0
-    print(f"{len(plans)} job(s) would be submitted ({plans[0].executor} executor):")
+    # Nothing is written: the script's path is not printed (it would not exist); submission writes it.
+    print(f"{len(plans)} job(s) would be submitted ({plans[0].executor} executor); scripts rendered, "
+          "not written (--scripts prints them):")  # fmt: skip
     for plan in plans:
-        print(f"  {plan.name}  ->  {plan.script_path}")
+        print(f"  {plan.name}")
         print(f"      log {plan.log_path}   checkpoints {plan.checkpoint_dir}")
         if args.scripts:
             print(plan.script)

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.adapters.executors.factory import state_dir
+from oellm_autoexp.adapters.fs.state_dir import state_dir
 from oellm_autoexp.cli import _replay_views as views
 from oellm_autoexp.cli._sessions import find_job, find_session
 from oellm_autoexp.core.replay.line_time import Between
@@ -53,7 +53,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--session", metavar="S", help="replay a past job of session S (id or name)")
     parser.add_argument("--config-dir", action="append", default=[], metavar="DIR",
                         help="a directory of config groups searched first (repeatable)")  # fmt: skip
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, trailing="items")
 
 
 def _split(items: list[str]) -> tuple[list[str], list[str]]:

@@ -12,22 +12,30 @@ from oellm_autoexp.core.report.report import JobReport, build_report
 from oellm_autoexp.core.report.report_html import format_duration, render_report_html
 from oellm_autoexp.daemon.report_data import session_data
 
+REPORTS_DIR = "reports"  # in the state dir: where a report without --html is written
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "report", help="one self-contained HTML page: attempts, decisions, iterations, lost time"
     )
     parser.add_argument("session", nargs="?", help="session id or name (default: the latest)")
-    parser.add_argument("--html", type=Path, help="write the page here (default: report-<session id>.html)")
+    parser.add_argument(
+        "--html",
+        type=Path,
+        help="write the page here (default: <state dir>/reports/report-<session id>.html)",
+    )
     parser.set_defaults(func=report_command)
 
 
 def report_command(args: argparse.Namespace) -> int:
-    store, _ = open_store(args)
+    store, directory = open_store(args)
     with store:
         session = find_session(store, args.session) if args.session else latest_session(store)
         report = build_report(session_data(store, session, time.time()))
-    target = args.html or Path(f"report-{session.id}.html")
+    # Without --html the page goes beside the session's records, never into the working directory.
+    target = args.html or directory / REPORTS_DIR / f"report-{session.id}.html"
+    target.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(target, render_report_html(report))
     target.chmod(0o644)  # a page to share, not a secret (the atomic write creates it 0600)
     summary = report.summary

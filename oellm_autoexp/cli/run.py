@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from oellm_autoexp.adapters.executors.factory import state_dir
+from oellm_autoexp.adapters.fs.state_dir import state_dir
 from oellm_autoexp.adapters.store.sqlite_store import JobStatus, SessionStatus, SQLiteStore
 from oellm_autoexp.cli._live import LiveView
 from oellm_autoexp.cli._metrics import add_metrics_args, metrics_observer

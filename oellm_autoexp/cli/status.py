@@ -1,17 +1,26 @@
-"""`autoexp status [SESSION] [--json]`, `autoexp sessions`, `autoexp explain JOB`."""
+"""`autoexp status [SESSION] [--json]`, `autoexp sessions`, `autoexp explain JOB`.
+
+They only read: the store through sqlite3 (adapters/store/reader.py), no ORM, no config models.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from oellm_autoexp.adapters.store.sqlite_store import SessionInfo, SessionStatus, SQLiteStore
-from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_store, resume_command
-from oellm_autoexp.cli._strategy_views import ATTEMPT_COLUMNS, attempt_strategy_rows, elapsed_lines
-from oellm_autoexp.cli._views import exclusion_lines, explain_lines, job_row, render_table
-from oellm_autoexp.daemon.session_lock import Liveness, monitor_liveness
-from oellm_autoexp.daemon.successor import shown_attempt
+from oellm_autoexp.adapters.store.vocab import SessionStatus
+from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_reader, resume_command
+from oellm_autoexp.cli._views import exclusion_lines, explain_lines, job_row, pick_signal, render_table
+from oellm_autoexp.core.decide.successor import shown_attempt_of
+from oellm_autoexp.core.jobs.job_status import jobs_by_status, session_word
+
+if TYPE_CHECKING:
+    from oellm_autoexp.adapters.store.records import AttemptInfo, DecisionInfo, SessionInfo
+    from oellm_autoexp.cli._sessions import Store
+    from oellm_autoexp.daemon.session_lock import Liveness
 
 STATUS_COLUMNS = (
     "job",
@@ -39,45 +48,69 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     explain.set_defaults(func=explain_command)
 
 
-def status_rows(store: SQLiteStore, session: SessionInfo) -> list[dict[str, object]]:
+def status_rows(
+    store: Store,
+    session: SessionInfo,
+    latest: Mapping[int, AttemptInfo] | None = None,
+    decisions: Sequence[DecisionInfo] | None = None,
+) -> list[dict[str, object]]:
+    """One row per job, from a few queries for the whole session (not three per job).
+
+    `latest` (job id -> its latest attempt) and `decisions` (at least those `job_row` reads: see
+    StoreReader.status_decisions) when already read; otherwise every attempt and decision."""
+    if latest is None:
+        latest = {}
+        for attempt in store.attempts_for_session(session.id):  # in job, then attempt order
+            latest[attempt.job_id] = attempt
+    by_job: dict[int, list[DecisionInfo]] = {}
+    for decision in store.decisions_for_session(session.id) if decisions is None else decisions:
+        by_job.setdefault(decision.job_id, []).append(decision)
     rows = []
-    for job in store.jobs_for_session(session.id):
-        decisions = store.decisions_for_job(job.id)
-        latest = shown_attempt(store, job.id, decisions)  # not its queued successor
-        signals = store.signals_for_attempt(latest.id) if latest else []
-        causes = [s for s in signals if s.role in ("root", "cascade")]
-        last_signal = (causes or signals)[-1] if (causes or signals) else None
-        rows.append(job_row(job, latest, last_signal, decisions))
+    for job in store.jobs_for_session(session.id, with_plan=False):
+        last = latest.get(job.id)
+        if last is not None and last.ended_at is None and last.attempt_no > 1:
+            # Maybe a successor queued behind the attempt that runs (restart.queued_successor):
+            # the row shows the attempt watched (one more read, for unended attempts only).
+            last = shown_attempt_of(store.attempts_for_job(job.id), store.decisions_for_job(job.id))
+        signals = store.signals_for_attempt(last.id) if last else []
+        rows.append(job_row(job, last, pick_signal(signals), by_job.get(job.id, [])))
     return rows
 
 
 def status_command(args: argparse.Namespace) -> int:
-    store, state = open_store(args, read_only=True)
+    # Here, not at the top: `sessions` and `explain` (same module) start without them.
+    from oellm_autoexp.cli._attempt_views import ATTEMPT_COLUMNS, attempt_strategy_rows, elapsed_lines
+    from oellm_autoexp.daemon.session_lock import monitor_liveness
+
+    store, state = open_reader(args)
     with store:
         session = find_session(store, args.session) if args.session else latest_session(store)
-        rows = status_rows(store, session)
+        latest = store.latest_attempts(session.id)
+        decisions = store.status_decisions(session.id, [a.id for a in latest.values()])
+        rows = status_rows(store, session, latest, decisions)
+        word = session_word(session.status, (str(r["status"]) for r in rows))
         live = monitor_liveness(session, datetime.now(UTC))
         resume = resume_command(state, [session.id])
         now = datetime.now(UTC)
-        excluded = [e for job in store.jobs_for_session(session.id) for e in store.exclusions_for_job(job.id)
-                    if e.is_active(now)]  # fmt: skip
+        excluded = [e for e in store.exclusions_for_session(session.id) if e.is_active(now)]
         if args.json:
             since = live.unsupervised_since.isoformat() if live.unsupervised_since else None
             monitor = {"alive": live.alive, "detail": live.detail, "heartbeat_age_s": live.heartbeat_age_s,
                        "host": session.monitor_host, "slurm_job": session.monitor_job,
                        "heartbeat_interval_s": session.monitor_interval_s, "unsupervised_since": since}  # fmt: skip
-            print(json.dumps({"session": session.id, "name": session.name, "status": session.status,
+            print(json.dumps({"session": session.id, "name": session.name, "status": word,
                               "monitor": monitor, "jobs": rows,
                               "exclusions": [e.to_record() for e in excluded]}, indent=2))  # fmt: skip
         else:
-            print(f"session {session.id} ({session.name}): {session.status}")
+            counts = jobs_by_status(str(r["status"]) for r in rows)
+            print(f"session {session.id} ({session.name}): {word}" + (f" (jobs: {counts})" if counts else ""))
             print(monitor_line(session, live, resume))
             print(render_table(rows, STATUS_COLUMNS))
             strategy_rows = attempt_strategy_rows(store, session.id)
             if strategy_rows:
                 print("allocation strategies:")
                 print(render_table(strategy_rows, ATTEMPT_COLUMNS))
-            for line in elapsed_lines(store, session.id):
+            for line in elapsed_lines(store, session.id, store.attempt_spans(session.id)):
                 print(line)
             if excluded:
                 print("excluded nodes:")
@@ -104,14 +137,17 @@ def monitor_word(session: SessionInfo, live: Liveness) -> str:
 
 
 def sessions_command(args: argparse.Namespace) -> int:
-    store, _ = open_store(args, read_only=True)
+    from oellm_autoexp.daemon.session_lock import monitor_liveness
+
+    store, _ = open_reader(args)
+    now = datetime.now(UTC)
     with store:
-        now = datetime.now(UTC)
         rows = [
-            {"id": s.id, "name": s.name, "status": s.status, "created": f"{s.created_at:%Y-%m-%d %H:%M:%S}",
-             "jobs": len(store.jobs_for_session(s.id)), "monitor_pid": s.monitor_pid,
+            {"id": s.id, "name": s.name, "status": session_word(s.status, [j.status for j in jobs]),
+             "created": f"{s.created_at:%Y-%m-%d %H:%M:%S}", "jobs": len(jobs), "monitor_pid": s.monitor_pid,
              "monitor": monitor_word(s, monitor_liveness(s, now))}
             for s in store.list_sessions()
+            for jobs in [store.jobs_for_session(s.id, with_plan=False)]
         ]  # fmt: skip
     print(
         json.dumps(rows, indent=2)
@@ -122,7 +158,7 @@ def sessions_command(args: argparse.Namespace) -> int:
 
 
 def explain_command(args: argparse.Namespace) -> int:
-    store, _ = open_store(args, read_only=True)
+    store, _ = open_reader(args)
     with store:
         session = find_session(store, args.session) if args.session else latest_session(store)
         job = find_job(store, session, args.job)

@@ -14,7 +14,7 @@ import dataclasses
 import sys
 import time
 
-from oellm_autoexp.adapters.executors.factory import state_dir
+from oellm_autoexp.adapters.fs.state_dir import state_dir
 from oellm_autoexp.adapters.store.sqlite_store import SessionInfo, SQLiteStore
 from oellm_autoexp.cli._common import add_config_args, load_plans
 from oellm_autoexp.cli._metrics import add_metrics_args, check_metrics_args, metrics_argv

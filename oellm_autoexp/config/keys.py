@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from oellm_autoexp.config.models import RootConfig
+from oellm_autoexp.config.models import TypedRootConfig
 from oellm_autoexp.config.provenance import Provenance
 from oellm_autoexp.errors import UserError
 
@@ -66,7 +66,7 @@ def child_model(model: type[BaseModel], key: str, data: Any) -> type[BaseModel] 
 
 def check_unknown_keys(data: Mapping[str, Any], provenance: Provenance) -> None:
     """Raise UserError for the first key no model knows, naming its file and close matches."""
-    _walk(RootConfig, data, (), provenance)
+    _walk(TypedRootConfig, data, (), provenance)
 
 
 def _walk(model: type[BaseModel], data: Mapping[str, Any], path: KeyPath, prov: Provenance) -> None:
@@ -91,7 +91,7 @@ def check_path_exists(data: Mapping[str, Any], path: KeyPath, source: str) -> No
     directives, env, megatron arguments...) it must already be in the config,
     so that a typo never silently adds a new key. `+key=value` adds one.
     """
-    model: type[BaseModel] | None = RootConfig
+    model: type[BaseModel] | None = TypedRootConfig
     node: Any = data
     for depth, key in enumerate(path):
         here = path[: depth + 1]

@@ -2,8 +2,10 @@
 
 The composed YAML (see config/loader.py) validates into `RootConfig`. The
 `monitoring` and `restart` sections belong to the monitor and restart-policy
-code, which validate them with their own models; here they are kept as free
-mappings so that their YAML always passes through untouched.
+code, which validate them with their own models (config/monitoring.py,
+core/decide/policy.py); here they are kept as mappings so that their YAML always
+passes through untouched. `TypedRootConfig` names those models in their place:
+the model of the JSON Schema (config/schema.py, `autoexp config schema`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import shlex
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from oellm_autoexp.config.monitoring import MonitoringSection
+from oellm_autoexp.core.decide.policy import RestartPolicy
 
 # sbatch reads `#SBATCH` lines itself; a newline in a value would start a new
 # line of the script, which bash would run. Control characters are refused.
@@ -112,7 +117,7 @@ class AllocationConfig(StrictModel):
 
 
 class SlurmConfig(StrictModel):
-    nodes: int = Field(default=1, ge=1)
+    nodes: int = Field(default=1, ge=1, description="--nodes")
     gpus_per_node: int = Field(default=0, ge=0, description="also sets --gres=gpu:N unless given")
     mig: bool = Field(default=False, description="GPUs are MIG slices: one CPU per task by default")
     cpus_per_task: int | None = Field(default=None, ge=1, description="default: 1 for MIG, else 4/GPU, <=32")
@@ -127,7 +132,7 @@ class SlurmConfig(StrictModel):
     )
     scratch_dir: str | None = Field(default=None, description="caches go here (default: <output_dir>/.cache)")
     caches: bool = Field(default=True, description="point HF_HOME, TORCH_HOME... under scratch_dir")
-    signal: SignalConfig = Field(default_factory=SignalConfig)
+    signal: SignalConfig = Field(default_factory=SignalConfig, description="a warning before the time limit")
     master_port: int | None = Field(default=None, ge=1024, le=65535, description="default: from job id")
     launcher: Literal["srun", "none"] = Field(
         default="srun", description="under Slurm, start one task per node with srun"
@@ -135,7 +140,9 @@ class SlurmConfig(StrictModel):
     log_name: str = Field(default="slurm-%j.out", description="file name under <output_dir>/logs")
     strategies: list[StrategyConfig] = Field(default_factory=list, description="allocation alternatives")
     gpu_types: dict[str, GpuTypeConfig] = Field(default_factory=dict, description="the cluster's GPU types")
-    allocation: AllocationConfig = Field(default_factory=AllocationConfig)
+    allocation: AllocationConfig = Field(
+        default_factory=AllocationConfig, description="how the strategies are used (docs/strategies.md)"
+    )
 
     @model_validator(mode="after")
     def _strategies_fit(self) -> SlurmConfig:
@@ -418,3 +425,15 @@ class PreflightConfig(StrictModel):
 
 # RootConfig names PreflightConfig before it is defined (it is appended here): resolve it now.
 RootConfig.model_rebuild()
+
+
+class TypedRootConfig(RootConfig):
+    """An experiment config (`autoexp run CONFIG`), composed from its defaults and overrides."""
+
+    monitoring: MonitoringSection = Field(  # type: ignore[assignment]
+        default_factory=MonitoringSection,
+        description="the monitor's settings and signal patterns (config/monitoring/*.yaml)",
+    )
+    restart: RestartPolicy = Field(  # type: ignore[assignment]
+        default_factory=RestartPolicy, description="the restart policy (config/restart/*.yaml)"
+    )

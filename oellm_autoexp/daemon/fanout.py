@@ -42,6 +42,7 @@ from oellm_autoexp.core.plan.strategies import (
     format_wait,
     gpu_type_warning,
     rank,
+    stored_strategy,
 )
 from oellm_autoexp.core.plan.strategy_plan import (
     has_strategies,
@@ -312,8 +313,7 @@ class FanOut:
 
 def strategy_of(candidate: CandidateInfo) -> Strategy:
     """The stored strategy of a candidate (its shape as recorded)."""
-    fields = {k: v for k, v in candidate.strategy_json.items() if k in Strategy.__dataclass_fields__}
-    return Strategy(**fields)
+    return stored_strategy(candidate.strategy_json)
 
 
 def race_record(

@@ -39,6 +39,7 @@ from oellm_autoexp.adapters.store.sqlite_store import (
     SessionStatus,
     SQLiteStore,
 )
+from oellm_autoexp.config.monitoring import poll_interval_s
 from oellm_autoexp.core.decide.judge import Judgement
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.jobs.job_record import JobRecord, allocation
@@ -66,7 +67,6 @@ from oellm_autoexp.daemon.resume import prime, resume
 from oellm_autoexp.daemon.scheduler import FollowUp, Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
 from oellm_autoexp.daemon.session_lock import SessionLocks
-from oellm_autoexp.daemon.settings import poll_interval_s
 from oellm_autoexp.daemon.strays import StrayNet
 from oellm_autoexp.daemon.submitter import Submitter
 from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt

@@ -3,7 +3,7 @@
 An observer of the monitor (daemon/events.py). On the monitor's thread it only builds
 the message and queues it; the delivery thread does the HTTP, and is started on the first
 message, so a monitor without webhooks starts no thread at all. Which webhooks hear of
-which events is the job's `monitoring.notifications` (daemon/notify_settings.py); session
+which events is the job's `monitoring.notifications` (config/notifications.py); session
 events use the settings of the session's jobs.
 
 Delivery failures are printed on the monitor's own output at its next poll (and are in
@@ -23,6 +23,8 @@ from pathlib import Path
 
 from oellm_autoexp.adapters.alerts.webhook import RECORD_FILENAME, Message, WebhookDelivery
 from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
+from oellm_autoexp.config.monitoring import split_monitoring
+from oellm_autoexp.config.notifications import NotificationSettings
 from oellm_autoexp.core.report.alerts import (
     Alert,
     JobRef,
@@ -33,8 +35,6 @@ from oellm_autoexp.core.report.alerts import (
     session_finished_alert,
 )
 from oellm_autoexp.daemon.events import Judged, MonitorEvent, Polled, SessionsEnded, StaleMonitorFound
-from oellm_autoexp.daemon.notify_settings import NotificationSettings
-from oellm_autoexp.daemon.settings import split_monitoring
 from oellm_autoexp.errors import UserError
 
 

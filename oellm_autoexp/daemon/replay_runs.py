@@ -2,7 +2,7 @@
 
 The I/O half of replay: reading log files, composing the policy, patterns and
 monitor settings exactly as the monitor composes them for a job
-(daemon/session.py `restart_policy`, daemon/settings.py `split_monitoring`,
+(daemon/session.py `restart_policy`, config/monitoring.py `split_monitoring`,
 daemon/watch.py `early_settings`), and reading a past attempt's timing record
 and decisions from the store. The simulation itself is pure (core/replay/replay.py).
 """
@@ -27,6 +27,7 @@ from oellm_autoexp.adapters.store.sqlite_store import (
 )
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.config.loader import compose_mapping, search_path
+from oellm_autoexp.config.monitoring import poll_interval_s, split_monitoring
 from oellm_autoexp.core.classify.signals import PatternSet
 from oellm_autoexp.core.replay.line_time import Between, LineTimes
 from oellm_autoexp.core.replay.log_end import TAIL_LINES, LogEnd, end_of
@@ -35,7 +36,6 @@ from oellm_autoexp.core.replay.replay import Batch, ReplayResult, ReplaySetup, S
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.verdict import Trigger
 from oellm_autoexp.daemon.session import plan_from_dict, restart_policy
-from oellm_autoexp.daemon.settings import poll_interval_s, split_monitoring
 from oellm_autoexp.daemon.watch import early_settings, past_decisions
 from oellm_autoexp.errors import UserError
 

@@ -24,6 +24,7 @@ from oellm_autoexp.adapters.store.sqlite_store import (
     SessionInfo,
     SQLiteStore,
 )
+from oellm_autoexp.config.monitoring import split_monitoring
 from oellm_autoexp.core.classify.classifier import Classifier
 from oellm_autoexp.core.classify.signals import PatternSet
 from oellm_autoexp.core.replay.line_time import stamp_of, year_of
@@ -37,7 +38,6 @@ from oellm_autoexp.core.report.report import (
 )
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.daemon.session import plan_from_dict
-from oellm_autoexp.daemon.settings import split_monitoring
 
 MAX_LOG_BYTES = 256 * 1024 * 1024  # a log past this is read up to here only (the report stays quick)
 PREFLIGHT_LOG_BYTES = 1024 * 1024  # the pre-flight's lines come first in a log: its head is enough

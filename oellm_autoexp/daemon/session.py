@@ -18,9 +18,9 @@ from oellm_autoexp.adapters.store.sqlite_store import JobInfo, JobStatus, Sessio
 from oellm_autoexp.backends.build import restarts_in_place
 from oellm_autoexp.config.loader import shipped_config_dir
 from oellm_autoexp.config.models import RootConfig
+from oellm_autoexp.config.monitoring import split_monitoring
 from oellm_autoexp.core.decide.policy import RestartPolicy, load_policy
 from oellm_autoexp.core.plan.plan import JobPlan
-from oellm_autoexp.daemon.settings import split_monitoring
 from oellm_autoexp.daemon.submitter import Submitter
 from oellm_autoexp.daemon.watch import JobRuntime
 

@@ -12,10 +12,13 @@ import os
 import socket
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from oellm_autoexp.adapters.store.sqlite_store import SessionInfo, SQLiteStore
 from oellm_autoexp.core.host.liveness import Liveness, LockRow, liveness
 from oellm_autoexp.errors import UserError
+
+if TYPE_CHECKING:  # annotations only: `autoexp status` asks monitor_liveness without the ORM
+    from oellm_autoexp.adapters.store.sqlite_store import SessionInfo, SQLiteStore
 
 STALE_AFTER_S = 120.0  # MonitorSettings.lock_stale_after_s's default
 MONITOR_JOB_ENV = "AUTOEXP_MONITOR_JOB"  # set by a monitor running as a Slurm job: its job id

@@ -27,15 +27,20 @@ from pathlib import Path
 from oellm_autoexp.adapters.executors.base import ExecutorError
 from oellm_autoexp.adapters.executors.factory import submit_plan
 from oellm_autoexp.adapters.fs.atomic_file import write_text_atomic
-from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, DecisionInfo, Intent, SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, DecisionInfo, SQLiteStore
 from oellm_autoexp.core.decide.judge import attempt_overrides
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.decide.successor import (
+    DROPPED_PREFIX,
     STOP_FILE_ENV,
     SUCCESSOR_CAUSE,
+    judged_no_of,
     may_queue_successor,
+    open_after_of,
     renew_every_s,
+    shown_attempt_of,
     successor_args,
+    unended_of,
     unsupervised_line,
 )
 from oellm_autoexp.core.jobs.job_state import JobState, is_alive
@@ -46,7 +51,6 @@ from oellm_autoexp.daemon.watch import JobRuntime, past_decisions
 from oellm_autoexp.errors import UserError
 
 STOP_DIR = "stop"  # under the state dir: one stop file per stopped job
-DROPPED_PREFIX = "queued successor attempt "  # the event recorded when a successor is cancelled
 
 
 def stop_file(state_dir: Path, job_id: int) -> Path:
@@ -68,39 +72,20 @@ def write_stop_file(state_dir: Path, job_id: int, reason: str) -> None:
 
 def unended(store: SQLiteStore, job_id: int) -> list[AttemptInfo]:
     """The job's attempts that reached the executor and have not ended, lowest first."""
-    return _unended(store.attempts_for_job(job_id))
-
-
-def _unended(attempts: Sequence[AttemptInfo]) -> list[AttemptInfo]:
-    return [
-        a for a in attempts if a.executor_job_id and a.ended_at is None and a.intent != Intent.ABANDONED.value
-    ]
+    return unended_of(store.attempts_for_job(job_id))
 
 
 def judged_no(store: SQLiteStore, job_id: int) -> int:
     """The highest attempt a restart was decided for (0: none). Only a later attempt is the job's
     current one or a successor: the judged attempt itself may not have ended yet (a restart on a
     fatal line cancels it, and its end is recorded when seen)."""
-    return _judged(store.attempts_for_job(job_id), store.decisions_for_job(job_id))
-
-
-def _judged(attempts: Sequence[AttemptInfo], decisions: Sequence[DecisionInfo]) -> int:
-    numbers = {a.id: a.attempt_no for a in attempts}
-    decided = [
-        numbers.get(d.attempt_id or -1, 0) for d in decisions if d.action == DecisionAction.RESTART.value
-    ]
-    return max(decided, default=0)
+    return judged_no_of(store.attempts_for_job(job_id), store.decisions_for_job(job_id))
 
 
 def open_after_judged(store: SQLiteStore, job_id: int) -> list[AttemptInfo]:
     """The job's attempts not ended and past the last restart decision, lowest first: the one that
     runs (or waits to), then the successor queued behind it."""
-    return _open_after(store.attempts_for_job(job_id), store.decisions_for_job(job_id))
-
-
-def _open_after(attempts: Sequence[AttemptInfo], decisions: Sequence[DecisionInfo]) -> list[AttemptInfo]:
-    judged = _judged(attempts, decisions)
-    return [a for a in _unended(attempts) if a.attempt_no > judged]
+    return open_after_of(store.attempts_for_job(job_id), store.decisions_for_job(job_id))
 
 
 def watched_attempt(store: SQLiteStore, job_id: int) -> AttemptInfo | None:
@@ -117,15 +102,8 @@ def shown_attempt(
 
     `decisions`: the job's, when the caller has read them already (one store read less).
     """
-    attempts = store.attempts_for_job(job_id)
     decisions = store.decisions_for_job(job_id) if decisions is None else decisions
-    open_ones = _open_after(attempts, decisions)
-    if open_ones:
-        return open_ones[0]
-    dropped = {d.attempt_id for d in decisions
-               if d.action == DecisionAction.NONE.value and d.reason.startswith(DROPPED_PREFIX)}  # fmt: skip
-    kept = [a for a in attempts if a.id not in dropped]
-    return kept[-1] if kept else (attempts[-1] if attempts else None)
+    return shown_attempt_of(store.attempts_for_job(job_id), decisions)
 
 
 class Successors:

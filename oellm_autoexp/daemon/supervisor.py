@@ -28,10 +28,10 @@ from oellm_autoexp.adapters.executors.monitor_job import (
     write_monitor_script,
 )
 from oellm_autoexp.adapters.store.sqlite_store import MonitorLockHeld, SessionStatus, SQLiteStore
+from oellm_autoexp.config.monitoring import MonitorSettings, SupervisorSlurmSettings, split_monitoring
 from oellm_autoexp.core.plan.monitor_job import MonitorJobSpec, monitor_job_name
 from oellm_autoexp.daemon.session import plan_from_dict
 from oellm_autoexp.daemon.session_lock import STALE_AFTER_S, SessionLocks
-from oellm_autoexp.daemon.settings import MonitorSettings, SupervisorSlurmSettings, split_monitoring
 from oellm_autoexp.errors import UserError
 
 STANDBY_S = 30.0  # a monitor job that found the session held by another monitor tries again this often

@@ -9,6 +9,7 @@ from typing import Any
 
 from oellm_autoexp.adapters.executors.base import Executor
 from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, DecisionInfo, JobInfo
+from oellm_autoexp.config.monitoring import MonitorSettings
 from oellm_autoexp.core.decide.judge import PastDecision, history_from
 from oellm_autoexp.core.decide.policy import RestartHistory, RestartPolicy
 from oellm_autoexp.core.jobs.job_state import JobState
@@ -16,7 +17,6 @@ from oellm_autoexp.core.plan.plan import JobPlan
 from oellm_autoexp.core.replay.read_times import ReadMark
 from oellm_autoexp.core.watch.attempt_view import AttemptView, EarlySettings
 from oellm_autoexp.core.watch.evidence import Evidence
-from oellm_autoexp.daemon.settings import MonitorSettings
 
 
 @dataclass(frozen=True)

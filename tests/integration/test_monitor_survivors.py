@@ -145,7 +145,11 @@ exit 0
     states, decisions = _recorded(tmp_path)
     assert states == [JobState.COMPLETED, JobState.COMPLETED]
     assert [(a, r) for a, r, _ in decisions] == [
-        ("restart", "Transient failure detected (error_type=exit_before_end)"),
+        (
+            "restart",
+            "saved and exited before the last iteration at iteration 120: resubmitted to continue "
+            "(counts against the budget only if the next attempt does not get past iteration 120)",
+        ),
         ("stop", "Job completed successfully"),
     ]
     assert (decisions[0][2].rule, decisions[0][2].kind) == ("scheduler", "early_exit")

@@ -101,7 +101,9 @@ def test_walltime_signal_checkpoint_resubmit_resume(tmp_path: Path, slurm_cluste
     for attempt in attempts[:-1]:
         decision = by_attempt[attempt.id]
         assert decision.action == "restart", decision.reason
-        assert decision.reason == "Transient failure detected (error_type=time_limit)"
+        # A planned resubmission says what it is (issue 28), never "Transient failure".
+        assert re.fullmatch(r"time limit reached at iteration \d+: resubmitted to continue \(.*budget.*\)",
+                            decision.reason), decision.reason  # fmt: skip
         assert decision.evidence["rule"] == "scheduler"
         assert decision.evidence["kind"] == "timeout"
         assert decision.evidence["signal"] == "train_walltime_signal_exit"
@@ -122,3 +124,15 @@ def test_walltime_signal_checkpoint_resubmit_resume(tmp_path: Path, slurm_cluste
     assert (tmp_path / "out" / "checkpoints" / f"iter_{STEPS:07d}.pt").is_file()
     # Together the attempts logged every step exactly once.
     assert sorted(it for log in logs for it in log.iterations) == list(range(1, STEPS + 1))
+
+    # `status` and `explain` show the same words for the walltime cycle.
+    cli = [sys.executable, "-m", "oellm_autoexp", "--state-dir", str(tmp_path / "state")]
+    status = subprocess.run([*cli, "status"], capture_output=True, text=True, timeout=60, check=False)
+    explain = subprocess.run(
+        [*cli, "explain", job.name], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert "completed" in status.stdout.splitlines()[0], status.stdout
+    assert "Transient failure" not in explain.stdout, explain.stdout
+    assert explain.stdout.count("RESTART: time limit reached at iteration") == len(attempts) - 1, (
+        explain.stdout
+    )

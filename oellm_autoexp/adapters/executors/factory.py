@@ -17,18 +17,15 @@ from oellm_autoexp.adapters.executors.base import Executor
 from oellm_autoexp.adapters.executors.local import LocalExecutor
 from oellm_autoexp.adapters.executors.slurm import COMMAND_TIMEOUT_S, SlurmExecutor
 from oellm_autoexp.adapters.fs.atomic_file import write_text_atomic
+from oellm_autoexp.adapters.fs.state_dir import DEFAULT_STATE_DIR as DEFAULT_STATE_DIR
+from oellm_autoexp.adapters.fs.state_dir import STATE_DIR_ENV as STATE_DIR_ENV
+from oellm_autoexp.adapters.fs.state_dir import state_dir as state_dir
 from oellm_autoexp.core.plan.plan import JobPlan, log_path_for
 from oellm_autoexp.errors import UserError
 
-STATE_DIR_ENV = "AUTOEXP_STATE_DIR"
-DEFAULT_STATE_DIR = ".oellm_state"
 # Seconds before a hanging sbatch/squeue/sacct/scancel counts as "no answer" (default COMMAND_TIMEOUT_S).
 SLURM_TIMEOUT_ENV = "AUTOEXP_SLURM_TIMEOUT_S"
 SUBMISSIONS_FILE = "submissions.jsonl"  # in each job's output dir: one line per submission
-
-
-def state_dir(explicit: str | None = None) -> Path:
-    return Path(explicit or os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
 
 
 def make_executor(name: str, state: Path) -> Executor:

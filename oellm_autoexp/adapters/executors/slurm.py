@@ -37,7 +37,7 @@ from oellm_autoexp.core.jobs.slurm_parse import (
     parse_squeue_tagged,
 )
 from oellm_autoexp.core.jobs.strays import TAG_PREFIX, TaggedJob
-from oellm_autoexp.core.plan.strategies import Estimate, parse_test_only
+from oellm_autoexp.core.plan.strategies import Estimate, parse_test_only, test_only_note
 
 COMMAND_TIMEOUT_S = 30.0
 # How long after sbatch returns a job can still be missing from squeue/sacct (the accounting
@@ -204,7 +204,8 @@ class SlurmExecutor:
             return Estimate(None, note=str(exc))
         except ExecutorError as exc:
             refused = any(text in str(exc) for text in _REFUSED)
-            return Estimate(None, note=str(exc).split(": ", 1)[-1][:200], refused=refused)
+            # "sbatch failed (1): <stderr>": the stderr's reason, on one line (one table row each)
+            return Estimate(None, note=test_only_note(str(exc).split(": ", 1)[-1]), refused=refused)
         return parse_test_only(done.stderr + done.stdout, tz=datetime.now().astimezone().tzinfo)
 
     def cancel_many(self, job_ids: Sequence[str]) -> None:

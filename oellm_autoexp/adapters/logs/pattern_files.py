@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from oellm_autoexp.config.loader import read_yaml, search_path
+from oellm_autoexp.config.files import read_yaml, search_path
 from oellm_autoexp.core.classify.catalog import Catalog, catalog_pattern_set
 from oellm_autoexp.core.classify.signals import PatternSet, merge_pattern_sets
 from oellm_autoexp.errors import UserError

@@ -6,38 +6,14 @@ as attempts are), so a monitor that died mid fan-out finds every queued candidat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
 
+from oellm_autoexp.adapters.store.records import CandidateInfo
 from oellm_autoexp.adapters.store.schema import CandidateRow, Intent
 from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
-
-
-@dataclass(frozen=True)
-class CandidateInfo:
-    """One candidate as stored."""
-
-    id: int
-    attempt_id: int
-    rank: int
-    strategy: str
-    strategy_json: dict[str, Any]
-    submit_tag: str
-    intent: str
-    executor_job_id: str | None
-    estimate: str
-    intended_at: datetime
-    submitted_at: datetime | None
-    closed_at: datetime | None
-    outcome: str
-    gpu_types: str | None
-
-    @property
-    def is_open(self) -> bool:
-        return self.outcome == "queued" and self.intent != Intent.ABANDONED.value
 
 
 def record_candidate(

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from oellm_autoexp.adapters.store.schema import AttemptRow, DecisionRow, JobRow, SessionRow, SignalRow
+from oellm_autoexp.adapters.store.vocab import Intent
 from oellm_autoexp.core.jobs.job_state import JobState
+
+if TYPE_CHECKING:  # the converters only read attributes: the read-only commands import no ORM
+    from oellm_autoexp.adapters.store.schema import AttemptRow, DecisionRow, JobRow, SessionRow, SignalRow
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,30 @@ class DecisionInfo:
     budget_after: int | None
     evidence: Any
     decided_at: datetime
+
+
+@dataclass(frozen=True)
+class CandidateInfo:
+    """One candidate of a fanned-out attempt as stored (table `candidates`, adapters/store/candidates.py)."""
+
+    id: int
+    attempt_id: int
+    rank: int
+    strategy: str
+    strategy_json: dict[str, Any]
+    submit_tag: str
+    intent: str
+    executor_job_id: str | None
+    estimate: str
+    intended_at: datetime
+    submitted_at: datetime | None
+    closed_at: datetime | None
+    outcome: str
+    gpu_types: str | None
+
+    @property
+    def is_open(self) -> bool:
+        return self.outcome == "queued" and self.intent != Intent.ABANDONED.value
 
 
 @dataclass(frozen=True)

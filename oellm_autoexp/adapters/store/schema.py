@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any, ClassVar
 
 from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
@@ -25,24 +24,14 @@ from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+# Their home is vocab.py (no ORM there); re-exported for the store and its callers.
+from oellm_autoexp.adapters.store.vocab import Intent as Intent
+from oellm_autoexp.adapters.store.vocab import SessionStatus as SessionStatus
 from oellm_autoexp.errors import UserError
 
 
 class StoreError(Exception):
     """The store was asked for something that does not exist or cannot be."""
-
-
-class SessionStatus(StrEnum):
-    ACTIVE = "active"  # jobs are being submitted and watched
-    STOPPED = "stopped"  # the user stopped it; jobs may be left as they were
-    COMPLETED = "completed"  # every job reached a final status
-
-
-class Intent(StrEnum):
-    INTENDED = "intended"  # recorded before sbatch; sbatch may or may not have run
-    SUBMITTED = "submitted"  # sbatch returned an executor job id
-    CONFIRMED = "confirmed"  # the executor has since reported the job
-    ABANDONED = "abandoned"  # the monitor established the submission never happened
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -327,7 +316,7 @@ def _v5_to_v6(conn: Connection) -> None:
 
 # MIGRATIONS[i] upgrades a database from version i + 1 to version i + 2.
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6)
-SCHEMA_VERSION = 1 + len(MIGRATIONS)
+SCHEMA_VERSION = 1 + len(MIGRATIONS)  # vocab.SCHEMA_VERSION says the same for the sqlite3 reader
 
 
 def check_schema(engine: Engine) -> None:

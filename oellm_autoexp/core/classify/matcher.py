@@ -8,7 +8,7 @@ iterations:`). This module finds the candidate lines of a whole block instead:
 
 - Rare keywords (most of them: `CUDA out of memory`, `NCCL WARN`): one
   multi-literal pass over the block, an Aho-Corasick automaton
-  (`ahocorasick_rs`, the optional `fast` extra) or, without it, `str.find`
+  (`ahocorasick_rs`, a dependency) or, where its wheel is missing, `str.find`
   per keyword; every line holding one is a candidate.
 - Frequent keywords (more than 1 line in `FREQUENT_EVERY`, and at least
   `FREQUENT_MIN` lines, in some block of this log): the scan leaves them out.
@@ -42,7 +42,7 @@ from typing import Any, Protocol
 from oellm_autoexp.core.classify.signals import required_literals
 
 ahocorasick_rs: Any
-try:  # the `fast` extra; without it the same candidates come from str.find
+try:  # a dependency; where it cannot be installed, the same candidates come from str.find
     import ahocorasick_rs
 except ImportError:  # pragma: no cover - depends on the environment
     ahocorasick_rs = None
@@ -129,7 +129,7 @@ def set_engine(name: str) -> None:
     """Pick the engine (`ahocorasick_rs` or `python`); for tests and benchmarks."""
     global _FORCE_PYTHON
     if name == "ahocorasick_rs" and ahocorasick_rs is None:
-        raise ValueError("ahocorasick_rs is not installed (pip install 'oellm-autoexp[fast]')")
+        raise ValueError("ahocorasick_rs is not installed (pip install ahocorasick-rs)")
     _FORCE_PYTHON = name == "python"
 
 

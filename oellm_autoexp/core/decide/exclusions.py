@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from oellm_autoexp.core.decide.node_blame import Blame
+if TYPE_CHECKING:  # an annotation only: `autoexp status` reads exclusions without the classifier
+    from oellm_autoexp.core.decide.node_blame import Blame
 
 DEFAULT_EXCLUSION_TTL = timedelta(hours=24)
 

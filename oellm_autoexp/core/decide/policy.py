@@ -130,7 +130,7 @@ class RestartRule(_Model):
     # line with its host, srun's `Node failure on X`), unless it names more than this share of
     # the allocation: then the failure is job-wide and no node is blamed.
     exclude_failing_node: bool = False
-    blame_max_share: float = Field(default=DEFAULT_MAX_SHARE, gt=0, le=1)
+    blame_max_share: float = Field(default=DEFAULT_MAX_SHARE, gt=0, le=1)  # see exclude_failing_node
     # Act on a RUNNING job as soon as its fatal line settled (cancel, then restart or stop)
     # rather than wait for it to end: with NCCL the survivors of a dead rank block for the
     # whole collective timeout while Slurm says RUNNING.
@@ -178,8 +178,8 @@ class RestartPolicy(_Model):
     rules: tuple[RestartRule, ...] = ()  # tried in order
     # Cumulative budgets over every attempt of a job (allocation x elapsed, from sacct), checked
     # before each restart; spent -> stop with the figures. None: no limit.
-    max_gpu_hours: float | None = Field(default=None, gt=0)
-    max_wall_hours: float | None = Field(default=None, gt=0)
+    max_gpu_hours: float | None = Field(default=None, gt=0)  # GPU-hours over all attempts
+    max_wall_hours: float | None = Field(default=None, gt=0)  # elapsed hours over all attempts
     # Incomplete checkpoints moved aside before a resubmission (docs/checkpoints.md); past this
     # many per run the job stops instead.
     max_checkpoint_rollbacks: int = Field(default=2, ge=0)
@@ -415,7 +415,7 @@ def _restart_within_budgets(
     exhausted = _spend_reason(limits, history.spent) or retries or _window_reason(rule, history, now)
     if exhausted is not None:
         return _budget_stop(rule, outcome, exhausted, left)
-    reason = f"Transient failure detected (error_type={outcome.cause})"
+    reason = restart_reason(rule, outcome, history)
     if not rule.charge_budget:
         reason += f"; not charged to a retry budget (rule {rule.name})"
     return Decision(
@@ -428,6 +428,38 @@ def _restart_within_budgets(
         exclude_nodes=_exclude_nodes(rule, blamed, history),
         cancel_first=outcome.still_running,
     )
+
+
+# Ends that are the plan working, not failures: a long run split over allocations (walltime),
+# Megatron saving and exiting 0 mid-run (`--exit-interval`, `--exit-duration-in-mins`, its signal
+# handler), the scheduler taking the nodes back. Their restarts say so (issue 28).
+PLANNED_KINDS = {
+    OutcomeKind.TIMEOUT: "time limit reached",
+    OutcomeKind.EARLY_EXIT: "saved and exited before the last iteration",
+    OutcomeKind.PREEMPTED: "preempted",
+}
+
+
+def restart_reason(rule: RestartRule, outcome: Outcome, history: RestartHistory) -> str:
+    """The reason of a restart within the budgets: a planned resubmission says what it is,
+    ("time limit reached at iteration 1200: resubmitted to continue (...)"); a failure keeps
+    "Transient failure detected (error_type=...)"."""
+    what = PLANNED_KINDS.get(outcome.kind)
+    if what is None:
+        return f"Transient failure detected (error_type={outcome.cause})"
+    at = "" if history.iteration is None else f" at iteration {history.iteration}"
+    if rule.refill_on_progress:
+        best = max((i for i in (*(r.iteration for r in history.restarts), history.iteration) if i is not None),
+                   default=None)  # fmt: skip
+        budget = (
+            f"counts against the budget only if the next attempt does not get past iteration {best}"
+            if best is not None
+            else "counts against the budget until an attempt makes progress"
+        )
+    else:
+        left = max(rule.max_retries - len(charged_restarts(rule, history)) - 1, 0)
+        budget = f"{left} of {rule.max_retries} restarts left"
+    return f"{what}{at}: resubmitted to continue ({budget})"
 
 
 def _budget_stop(rule: RestartRule, outcome: Outcome, reason: str, left: int) -> Decision:

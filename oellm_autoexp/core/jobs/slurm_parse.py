@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from oellm_autoexp.core.jobs.job_record import JobRecord
-from oellm_autoexp.core.jobs.job_state import is_terminal, parse_state
+from oellm_autoexp.core.jobs.job_state import JobState, is_terminal, parse_state
 
 SEP = "|"
 # squeue -o: job id (array tasks as 123_4), long state, reason, node list.
@@ -55,12 +55,14 @@ def parse_sacct(text: str) -> dict[str, JobRecord]:
     """Lines of `sacct --noheader --parsable2 --format SACCT_FORMAT` -> job id -> record.
 
     The job's own line gives state, exit code and times; when it shows no
-    signal, the `.batch` step's does (a cancelled or timed-out job is
+    signal, the `.batch` step's does; an unsuccessful job whose own line reads exit 0 takes its
+    steps' highest exit status (a cancelled or timed-out job is
     `CANCELLED by 0 0:0`, its batch step `CANCELLED 0:15`). With `-D`, a
     requeued job has several lines; the last one is the current run.
     """
     jobs: dict[str, list[str]] = {}
     batch_signal: dict[str, int | None] = {}
+    step_exit: dict[str, int] = {}  # the highest exit status of the job's steps (DerivedExitCode)
     for line in _lines(text):
         parts = line.split(SEP)
         if len(parts) < len(SACCT_FIELDS):
@@ -68,15 +70,26 @@ def parse_sacct(text: str) -> dict[str, JobRecord]:
         job_id, _, step = parts[0].partition(".")
         if not step:
             jobs[job_id] = parts
-        elif step == "batch":
+            continue
+        if step == "batch":
             batch_signal[job_id] = parse_exit_code(parts[2])[1]
-    return {job_id: _sacct_record(parts, batch_signal.get(job_id)) for job_id, parts in jobs.items()}
+        code = parse_exit_code(parts[2])[0]
+        if code:
+            step_exit[job_id] = max(code, step_exit.get(job_id, 0))
+    return {
+        job_id: _sacct_record(parts, batch_signal.get(job_id), step_exit.get(job_id))
+        for job_id, parts in jobs.items()
+    }
 
 
-def _sacct_record(parts: list[str], batch_signal: int | None) -> JobRecord:
+def _sacct_record(parts: list[str], batch_signal: int | None, step_exit: int | None = None) -> JobRecord:
     job_id, state_text, exit_text, nodes, start, end = parts[: len(SACCT_FIELDS)]
     state = parse_state(state_text)
     code, sig = parse_exit_code(exit_text)
+    if code == 0 and step_exit and state is not JobState.COMPLETED:
+        # A cancelled (or timed-out) job reads `0:0` while the step it cancelled exited 1: the
+        # step's status is what happened to the program (`explain` said exit=0 otherwise).
+        code = step_exit
     ended = is_terminal(state)
     return JobRecord(
         job_id,

@@ -50,3 +50,12 @@ def elapsed_s(spans: Iterable[tuple[datetime | None, datetime | None]], now: dat
         if started is not None:
             total += max(0.0, ((ended or now) - started).total_seconds())
     return total
+
+
+def format_wait(seconds: float) -> str:
+    """A wait a person reads at a glance: 45 s, 12 min, 3.5 h."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

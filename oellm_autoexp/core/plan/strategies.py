@@ -22,6 +22,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+# format_wait lives in segments.py: `autoexp status` needs it without this module.
+from oellm_autoexp.core.plan.segments import format_wait as format_wait
+
 # `sbatch --test-only` writes this on stderr (Slurm 22.05):
 #   sbatch: Job 3 to start at 2026-11-23T11:27:26 using 1 processors on nodes node2 in partition h100
 _TEST_ONLY = re.compile(
@@ -89,6 +92,12 @@ class Strategy:
         return args
 
 
+def stored_strategy(shape: Mapping[str, object]) -> Strategy:
+    """A strategy from its stored shape (a candidate's `strategy_json`); keys it does not know are left out."""
+    fields = {k: v for k, v in shape.items() if k in Strategy.__dataclass_fields__}
+    return Strategy(**fields)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class Estimate:
     """What `sbatch --test-only` said: the expected start, or None ("unknown") with why."""
@@ -117,15 +126,6 @@ class Candidate:
     estimate: Estimate
 
 
-def format_wait(seconds: float) -> str:
-    """A wait a person reads at a glance: 45 s, 12 min, 3.5 h."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def parse_test_only(text: str, tz: object = None) -> Estimate:
     """`sbatch --test-only` output -> Estimate; "unknown" when it names no start.
 
@@ -133,12 +133,26 @@ def parse_test_only(text: str, tz: object = None) -> Estimate:
     """
     found = _TEST_ONLY.search(text)
     if found is None:
-        last = text.strip().splitlines()[-1] if text.strip() else "no answer"
-        return Estimate(None, note=last.removeprefix("sbatch: ").strip())
+        return Estimate(None, note=test_only_note(text))
     start = datetime.fromisoformat(found["start"])
     if tz is not None:
         start = start.replace(tzinfo=tz)  # type: ignore[arg-type]
     return Estimate(start, found["partition"], found["nodes"])
+
+
+NOTE_CHARS = 200  # an estimate's note is one table cell
+
+
+def test_only_note(text: str) -> str:
+    """What `sbatch --test-only` said, as ONE line for a table cell: its last non-empty line, without
+    the `sbatch: error: ` prefixes (warnings and multi-line errors come before the reason)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "no answer"
+    last = lines[-1]
+    for prefix in ("sbatch: ", "error: ", "Batch job submission failed: "):
+        last = last.removeprefix(prefix)
+    return " ".join(last.split())[:NOTE_CHARS]
 
 
 def node_shapes(total_gpus: int, max_per_node: int) -> list[tuple[int, int]]:

@@ -7,9 +7,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from oellm_autoexp.core.jobs.job_state import JobState
-from oellm_autoexp.core.watch.outcome import OutcomeKind
-from oellm_autoexp.core.watch.verdict import Trigger
 
+# OutcomeKind.CRASH and Trigger.END, spelt out: importing outcome.py and verdict.py here would pull
+# the classifier's pydantic models into `autoexp status` and `explain`, which read stored evidence
+# only (tests/unit/core/watch/test_evidence_defaults.py keeps them equal).
+DEFAULT_KIND = "crash"
+DEFAULT_TRIGGER = "end"
 _TUPLE_FIELDS = ("exclude_nodes", "lines", "blamed", "overrides")  # Evidence fields stored as JSON lists
 
 
@@ -18,7 +21,7 @@ class Evidence:
     """What a decision record keeps besides its reason. Stored as JSON (`to_json`)."""
 
     rule: str | None = None  # the rule that decided; None for fixed answers
-    kind: str = OutcomeKind.CRASH.value  # the outcome's kind
+    kind: str = DEFAULT_KIND  # the outcome's kind
     state: str = JobState.UNKNOWN.value  # Slurm's state when judged
     error_type: str | None = None  # the root cause's error type
     signal: str | None = None  # the pattern that won as root cause
@@ -27,7 +30,7 @@ class Evidence:
     exclude_nodes: tuple[str, ...] = ()  # --exclude for the next attempt
     delay_s: float = 0.0  # wait before resubmitting
     lines: tuple[str, ...] = ()  # log lines supporting the cause (the root line first)
-    trigger: str = Trigger.END.value  # what made the monitor judge (see Trigger)
+    trigger: str = DEFAULT_TRIGGER  # what made the monitor judge (see Trigger)
     observed: str | None = None  # what was observed besides the cause ("hang: no progress ...")
     root_line_no: int | None = None  # the root cause's line number in the log
     first_fatal_line_no: int | None = None  # the first fatal line's number

@@ -143,3 +143,31 @@ def test_explain_shows_the_root_line_as_cause_and_the_hang_as_observed() -> None
         "      decided 31.2 s after the first fatal line (line 57; judged on: hang)",
         "      | [rank1]: torch.OutOfMemoryError: CUDA out of memory.",
     ]
+
+
+def test_last_signal_is_the_cause_not_the_teardown() -> None:
+    """An OOM'd attempt whose log ends in srun's teardown: LAST_SIGNAL names the OOM (the judged cause,
+    else the first root line), never `srun_teardown`."""
+    oom = SignalInfo(id=1, attempt_id=1, pattern="cuda_oom", error_type="oom", subsystem="cuda", role="root",
+                     line_no=3, line="CUDA out of memory", evidence=(), observed_at=T0)  # fmt: skip
+    teardown = SignalInfo(id=2, attempt_id=1, pattern="srun_teardown", error_type=None, subsystem="slurm",
+                          role="cascade", line_no=9, line="srun: Job step aborted", evidence=(), observed_at=T0)  # fmt: skip
+    from oellm_autoexp.cli._views import pick_signal
+
+    assert pick_signal([oom, teardown]) is oom
+    assert pick_signal([teardown]) is teardown
+    assert pick_signal([]) is None
+    stop = decision(1, "stop", "Permanent failure detected (error_type=oom)", evidence={"error_type": "oom"})
+    row = job_row(job("stopped"), attempt(1, "7", JobState.OUT_OF_MEMORY), teardown, [stop])
+    assert row["last_signal"] == "oom"
+
+
+def test_explain_never_reports_a_negative_delay() -> None:
+    """A failure judged by a monitor started after the line was written: no "-0.1 s after"."""
+    ev = {"after_first_fatal_s": -0.1, "first_fatal_line_no": 12, "trigger": "end", "error_type": "oom"}
+    lines = explain_lines(
+        job("stopped"), [attempt(1, "7", JobState.FAILED, 1)], [decision(1, "stop", "x", evidence=ev)]
+    )
+    text = "\n".join(lines)
+    assert "-0.1 s" not in text
+    assert "decided as the first fatal line was read" in text

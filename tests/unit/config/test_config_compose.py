@@ -109,8 +109,9 @@ def test_interpolation(groups: Path, write_yaml, value: str, environ: dict, expe
 
 def test_a_whole_string_reference_keeps_its_type(groups: Path, write_yaml) -> None:
     """`${slurm.nodes}` alone is the int, not the string '2'."""
-    exp = _exp(groups, write_yaml, [{"backend": "cmd"}], slurm={"nodes": 2}, restart={"n": "${slurm.nodes}"})
-    assert load_root(exp, config_dirs=[groups]).restart == {"n": 2}
+    exp = _exp(groups, write_yaml, [{"backend": "cmd"}], slurm={"nodes": 2},
+               restart={"max_checkpoint_rollbacks": "${slurm.nodes}"})  # fmt: skip
+    assert load_root(exp, config_dirs=[groups]).restart == {"max_checkpoint_rollbacks": 2}
 
 
 def test_sweep_points_see_their_own_values_in_interpolations(groups: Path, write_yaml) -> None:

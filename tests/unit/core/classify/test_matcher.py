@@ -32,7 +32,7 @@ ITERATION = (
 @pytest.fixture(params=ENGINES)
 def engine(request: pytest.FixtureRequest) -> Iterator[str]:
     if request.param == "ahocorasick_rs" and matcher.ahocorasick_rs is None:
-        unavailable("the `fast` extra (ahocorasick-rs) is not installed")
+        unavailable("ahocorasick-rs (a dependency) is not installed")
     matcher.set_engine(request.param)
     yield request.param
     matcher.set_engine("ahocorasick_rs" if matcher.ahocorasick_rs is not None else "python")

@@ -80,9 +80,17 @@ def test_four_cancels_give_three_restarts_then_budget_exhausted() -> None:
         (Outcome(S.FAILED, "hang"), A.RESTART, "Transient failure detected (error_type=hang)"),
         (Outcome(S.FAILED, "rendezvous"), A.RESTART, "Transient failure detected (error_type=rendezvous)"),
         (Outcome(S.CANCELLED), A.RESTART, "Transient failure detected (error_type=cancelled)"),
-        (Outcome(S.CANCELLED, "time_limit"), A.RESTART, "Transient failure detected (error_type=time_limit)"),
+        (
+            Outcome(S.CANCELLED, "time_limit"),
+            A.RESTART,
+            "time limit reached: resubmitted to continue (counts against the budget until an attempt makes progress)",
+        ),
         (Outcome(S.NODE_FAIL), A.RESTART, "Transient failure detected (error_type=node_fail)"),
-        (Outcome(S.PREEMPTED), A.RESTART, "Transient failure detected (error_type=preempted)"),
+        (
+            Outcome(S.PREEMPTED),
+            A.RESTART,
+            "preempted: resubmitted to continue (counts against the budget until an attempt makes progress)",
+        ),
         (
             Outcome(S.CANCELLED, user_cancelled=True),
             A.STOP,
@@ -444,3 +452,30 @@ def test_cumulative_budget_stops_with_the_figures(
         assert decision.action is A.RESTART
     else:
         assert (decision.action, decision.reason) == (A.STOP, reason)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "what"),
+    [(Outcome(S.TIMEOUT), "time limit reached"), (Outcome(S.CANCELLED, "time_limit"), "time limit reached"),
+     (Outcome(S.COMPLETED, "exit_before_end", exit_code=0), "saved and exited before the last iteration"),
+     (Outcome(S.PREEMPTED), "preempted")],
+)  # fmt: skip
+def test_planned_resubmissions_say_what_they_are(outcome: Outcome, what: str) -> None:
+    """Walltime, exit_interval and preemption restarts are the plan working: the reason names the end,
+    the iteration reached and what the budget does; never "Transient failure"."""
+    history = RestartHistory(attempt=2, iteration=1200,
+                             restarts=(RestartRecord(0.0, "scheduler", OutcomeKind.TIMEOUT, "time_limit", 600),))  # fmt: skip
+    decision = decide(shipped("megatron_transient"), outcome, history, now=0.0)
+    assert decision.action is A.RESTART
+    assert decision.reason == (f"{what} at iteration 1200: resubmitted to continue (counts against the "
+                               "budget only if the next attempt does not get past iteration 1200)")  # fmt: skip
+    assert "Transient failure" not in decision.reason
+
+
+def test_a_planned_end_under_a_rule_without_refill_names_the_budget_left() -> None:
+    policy = load_policy({"rules": [{"name": "r", "match": {"kinds": ["timeout"]}, "max_retries": 2}]})
+    decision = decide(policy, Outcome(S.TIMEOUT), RestartHistory(iteration=50), now=0.0)
+    assert (
+        decision.reason
+        == "time limit reached at iteration 50: resubmitted to continue (1 of 2 restarts left)"
+    )

@@ -111,3 +111,22 @@ def test_parse_exit_code(text, expected) -> None:
 def test_sbatch_parsable(text, expected) -> None:
     """`sbatch --parsable` prints the id, with `;cluster` on federated setups."""
     assert parse_sbatch_parsable(text) == expected
+
+
+# scancel of a running `srun python train.py`: the allocation reads 0:0, the batch step was
+# signalled, the srun step (the program) exited 1 (localhost Slurm 22.05).
+CANCELLED_STEP_EXITED_1 = """\
+77|CANCELLED by 0|0:0|node1|2026-11-22T05:00:00|2026-11-22T05:01:00
+77.batch|CANCELLED|0:15|node1|2026-11-22T05:00:00|2026-11-22T05:01:00
+77.0|FAILED|1:0|node1|2026-11-22T05:00:01|2026-11-22T05:01:00
+78|COMPLETED|0:0|node1|2026-11-22T05:00:00|2026-11-22T05:01:00
+78.batch|COMPLETED|0:0|node1|2026-11-22T05:00:00|2026-11-22T05:01:00
+78.0|COMPLETED|0:0|node1|2026-11-22T05:00:01|2026-11-22T05:01:00
+"""
+
+
+def test_a_cancelled_job_takes_its_steps_exit_status() -> None:
+    """`explain` showed exit=0 for a cancelled step that exited 1: the job's 0:0 is not the program's."""
+    records = parse_sacct(CANCELLED_STEP_EXITED_1)
+    assert (records["77"].state, records["77"].exit_code, records["77"].signal) == (JobState.CANCELLED, 1, 15)
+    assert records["78"].exit_code == 0

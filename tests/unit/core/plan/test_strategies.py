@@ -236,3 +236,29 @@ def test_bad_strategy_config_says_which_key_and_what_is_expected(
     """Impossible shapes, a missing walltime, segments without the signal: one clear message each."""
     with pytest.raises(ValueError, match=message):
         SlurmConfig.model_validate(slurm)
+
+
+MULTI_LINE = (
+    "sbatch: warning: can't honor --ntasks-per-node set to 4 which doesn't match the requested tasks 8\n"
+    "sbatch: Warning: Job script has no #SBATCH lines\n"
+    "sbatch: error: Batch job submission failed: Requested node configuration is not available\n\n"
+)
+
+
+def test_a_multi_line_answer_is_one_line_note() -> None:
+    """Whatever sbatch --test-only prints before its reason (warnings, a blank line), the note is the
+    reason alone, on one line: `plan --strategies` keeps one table row per strategy."""
+    note = parse_test_only(MULTI_LINE).note
+    assert note == "Requested node configuration is not available"
+    assert "\n" not in parse_test_only("first line\nsecond\tline with   spaces\n").note
+    assert parse_test_only("\n\n").note == "no answer"
+
+
+def test_a_table_cell_with_line_breaks_stays_on_its_row() -> None:
+    """render_table: one line per row even when a value spans lines."""
+    from oellm_autoexp.cli._views import render_table
+
+    text = render_table(
+        [{"rank": 1, "start": "unknown (a\nb)"}, {"rank": 2, "start": "now"}], ("rank", "start")
+    )
+    assert len(text.splitlines()) == 3

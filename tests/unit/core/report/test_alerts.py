@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from oellm_autoexp.config.notifications import NotificationSettings, WebhookSettings
 from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.judge import Judgement, judge
 from oellm_autoexp.core.decide.policy import RestartHistory, RestartRecord, load_policy
@@ -22,7 +23,6 @@ from oellm_autoexp.core.report.alerts import (
 )
 from oellm_autoexp.core.watch.outcome import OutcomeKind
 from oellm_autoexp.core.watch.verdict import Trigger, Verdict
-from oellm_autoexp.daemon.notify_settings import NotificationSettings, WebhookSettings
 
 RULE = {
     "name": "transient",

@@ -44,12 +44,11 @@ class NotificationSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    webhooks: tuple[WebhookSettings, ...] = ()
+    webhooks: tuple[WebhookSettings, ...] = ()  # receivers; none: no alert is sent
     max_tries: int = Field(default=4, ge=1)  # per message and webhook, the first try included
     retry_base_s: float = Field(default=RETRY_BASE_S, gt=0)  # the first retry's wait (x4 each time)
-    queue_size: int = Field(
-        default=100, ge=1
-    )  # messages waiting; past it new ones are dropped (and recorded)
+    # messages waiting; past it new ones are dropped (and recorded)
+    queue_size: int = Field(default=100, ge=1)
     # When the monitor stops, this long is given to deliver what is queued (the session_finished alert).
     drain_s: float = Field(default=10.0, ge=0)
 

@@ -2,18 +2,22 @@
 
 A monitoring group (config/monitoring/*.yaml) holds signal patterns (`include`,
 `patterns`) and, optionally, these settings; `split_monitoring` separates the
-two so each is validated by its own model.
+two so each is validated by its own model. `MonitoringSection` is the two together:
+the type of `monitoring:` in the JSON Schema (config/schema.py).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic.fields import FieldInfo
 
+from oellm_autoexp.config.notifications import NotificationSettings
+from oellm_autoexp.core.classify.signals import PatternSet
 from oellm_autoexp.core.watch.progress import HangConfig
-from oellm_autoexp.daemon.notify_settings import NotificationSettings
 from oellm_autoexp.errors import UserError
 
 DEFAULT_PATTERNS = "megatron_production"
@@ -55,15 +59,15 @@ class MonitorSettings(BaseModel):
     unknown_deadline_s: float = Field(default=600.0, gt=0)
     # auto: inotify, but polling on NFS/Lustre/GPFS/BeeGFS where inotify sees nothing.
     log_watch: Literal["auto", "inotify", "poll"] = "auto"
-    log_poll_interval_s: float = Field(default=2.0, gt=0)
+    log_poll_interval_s: float = Field(default=2.0, gt=0)  # how often a polled log is read (log_watch poll)
     # Safety net: re-read every watched log this often, whatever inotify said.
     rescan_interval_s: float = Field(default=30.0, gt=0)
     # The session lock's heartbeat; a lock older than lock_stale_after_s is free.
     heartbeat_interval_s: float = Field(default=10.0, gt=0)
-    lock_stale_after_s: float = Field(default=120.0, gt=0)
+    lock_stale_after_s: float = Field(default=120.0, gt=0)  # a lock whose heartbeat is older is free
     # A failed sbatch (controller down) is retried after this long; it never spends budget.
     submit_retry_s: float = Field(default=30.0, gt=0)
-    # Alerts (webhooks) on restarts, stops, completion...: daemon/notify_settings.py.
+    # Alerts (webhooks) on restarts, stops, completion...: config/notifications.py.
     notifications: NotificationSettings = Field(default_factory=NotificationSettings)
     # Hang detection (no output / no progress); null turns it off.
     hang: HangConfig | None = Field(default_factory=HangConfig)
@@ -92,6 +96,28 @@ class MonitorSettings(BaseModel):
 
 
 _SETTING_KEYS = frozenset(MonitorSettings.model_fields)
+
+_PATTERN_KEYS = {
+    "include": "pattern files (monitoring/<name>.yaml, or a path) whose patterns come first",
+    "disable": "pattern names dropped after merging",
+    "patterns": "signal patterns; one with an included pattern's name replaces it",
+}
+
+
+def _described(field: FieldInfo, name: str) -> FieldInfo:
+    described = copy.copy(field)
+    described.description = field.description or _PATTERN_KEYS.get(name)
+    return described
+
+
+# `monitoring:` as a whole: the settings above and a pattern file's keys (core/classify/signals.py
+# PatternSet: include, disable, patterns), each validated by its own model at run time.
+MonitoringSection = create_model(
+    "MonitoringSection",
+    __base__=MonitorSettings,
+    __doc__="The monitor's settings and its signal patterns (a pattern file's keys: include, disable, patterns).",
+    **{name: (field.annotation, _described(field, name)) for name, field in PatternSet.model_fields.items()},  # type: ignore[call-overload]
+)
 
 
 def split_monitoring(section: Mapping[str, Any], source: str) -> tuple[MonitorSettings, dict[str, Any]]:
