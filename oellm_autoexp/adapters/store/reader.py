@@ -144,7 +144,7 @@ class StoreReader:
                 r[10],
                 r[11],
                 _time(r[12]),
-            )  # fmt: skip
+            )
             for r in rows
         ]
 
