@@ -34,6 +34,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("replay", "replay recorded logs through the monitor's classifier, hang tracker and policy"),
     "report": ("report", "one self-contained HTML page: attempts, decisions, iterations, lost time"),
     "run": ("run", "submit every job, then monitor and restart them until they end"),
+    "scrontab": (
+        "scrontab",
+        "print (or --install) a scrontab entry that keeps each session's monitor job queued",
+    ),
+    "simulate": (
+        "simulate",
+        "simulate a fleet's published faults through the monitor: ETTR against upstream, none, oracle",
+    ),
     "status": ("status", "jobs of a session: attempt, state, last signal, budget"),
     "sessions": ("status", "list sessions"),
     "explain": ("status", "every decision about a job, with its evidence"),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from oellm_autoexp.adapters.store.vocab import SessionStatus
 from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_reader, resume_command
 from oellm_autoexp.cli._views import exclusion_lines, explain_lines, job_row, pick_signal, render_table
-from oellm_autoexp.core.decide.successor import shown_attempt_of
+from oellm_autoexp.core.jobs.attempt_pick import shown_attempt_of
 from oellm_autoexp.core.jobs.job_status import jobs_by_status, session_word
 
 if TYPE_CHECKING:

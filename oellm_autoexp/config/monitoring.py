@@ -92,6 +92,7 @@ class MonitorSettings(BaseModel):
     # detached there) or "slurm" (a one-CPU Slurm job that hands over to its successor;
     # docs/supervision.md says which to choose where).
     supervisor: Literal["login", "slurm"] = "login"
+    # The monitor's own Slurm job when `supervisor: slurm`: partition, QOS, account, time limit, hand-over.
     supervisor_slurm: SupervisorSlurmSettings = Field(default_factory=SupervisorSlurmSettings)
 
 
@@ -101,6 +102,7 @@ _PATTERN_KEYS = {
     "include": "pattern files (monitoring/<name>.yaml, or a path) whose patterns come first",
     "disable": "pattern names dropped after merging",
     "patterns": "signal patterns; one with an included pattern's name replaces it",
+    "catalogs": "message catalogs (monitoring/catalogs/<name>.yaml) whose patterns follow the file's own",
 }
 
 

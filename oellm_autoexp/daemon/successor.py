@@ -31,17 +31,19 @@ from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, DecisionInfo,
 from oellm_autoexp.core.decide.judge import attempt_overrides
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.decide.successor import (
-    DROPPED_PREFIX,
     STOP_FILE_ENV,
     SUCCESSOR_CAUSE,
-    judged_no_of,
     may_queue_successor,
-    open_after_of,
     renew_every_s,
-    shown_attempt_of,
     successor_args,
-    unended_of,
     unsupervised_line,
+)
+from oellm_autoexp.core.jobs.attempt_pick import (
+    DROPPED_PREFIX,
+    judged_no_of,
+    open_after_of,
+    shown_attempt_of,
+    unended_of,
 )
 from oellm_autoexp.core.jobs.job_state import JobState, is_alive
 from oellm_autoexp.core.plan.attempt_plan import attempt_plan

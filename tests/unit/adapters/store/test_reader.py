@@ -121,7 +121,7 @@ def test_reader_refuses_another_schema_version_and_a_non_database(tmp_path: Path
     _fill(tmp_path).close()
     with sqlite3.connect(tmp_path / "autoexp.db") as db:
         db.execute("PRAGMA user_version = 4")
-    with pytest.raises(UserError, match="schema v4, this autoexp reads v5"):
+    with pytest.raises(UserError, match=f"schema v4, this autoexp reads v{vocab.SCHEMA_VERSION}"):
         StoreReader(tmp_path)
     other = tmp_path / "other"
     other.mkdir()
