@@ -8,7 +8,7 @@ rollback (moves aside, never deletes).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -53,10 +53,11 @@ def gate_checkpoint(store: SQLiteStore, rt: JobRuntime, now: datetime) -> Checkp
     cannot be fixed stops the job (a `stop` decision, then the job's status: a monitor that
     dies in between finds the stop and sets the status on resume).
     """
-    gate = check_before_resubmit(checkpoint_dir_of(rt.plan), rt.policy.max_checkpoint_rollbacks)
+    latest = store.latest_attempt(rt.job.id)
+    failed = failed_load_of(store, rt, latest)
+    gate = check_before_resubmit(checkpoint_dir_of(rt.plan), rt.policy.max_checkpoint_rollbacks, failed)
     if gate.reason is None:
         return gate
-    latest = store.latest_attempt(rt.job.id)
     action = DecisionAction.NONE if gate.resume else DecisionAction.STOP
     evidence = Evidence(kind=OutcomeKind.CRASH.value, trigger="checkpoint", observed=gate.directory,
                         lines=gate.problems)  # fmt: skip
@@ -67,17 +68,34 @@ def gate_checkpoint(store: SQLiteStore, rt: JobRuntime, now: datetime) -> Checkp
     return gate
 
 
+def failed_load_of(store: SQLiteStore, rt: JobRuntime, latest: AttemptInfo | None) -> dict[int, str]:
+    """The checkpoint the last attempt failed to load (iteration -> the decision's reason), if its
+    restart said so (core/checkpoint/load_failure.py): the rollback quarantines it."""
+    if latest is None:
+        return {}
+    for d in reversed(store.decisions_for_job(rt.job.id)):
+        if d.attempt_id != latest.id or d.action != DecisionAction.RESTART.value:
+            continue
+        evidence = Evidence.from_json(d.evidence)
+        why = evidence.lines[0].strip() if evidence.lines else d.reason
+        return {} if evidence.failed_load_iteration is None else {evidence.failed_load_iteration: why}
+    return {}
+
+
 def checkpoint_dir_of(plan: JobPlan) -> Path:
     """The run's checkpoint directory, as the job sees it (relative: from where autoexp runs)."""
     return Path(checkpoint_dir(plan.config.backend, plan.checkpoint_dir))
 
 
-def check_before_resubmit(directory: Path, max_rollbacks: int) -> CheckpointGate:
-    """Check the newest checkpoint; roll back an incomplete one; stop on what cannot be fixed."""
+def check_before_resubmit(
+    directory: Path, max_rollbacks: int, failed_loads: Mapping[int, str] | None = None
+) -> CheckpointGate:
+    """Check the newest checkpoint; roll back an incomplete one (or one that failed to load:
+    `failed_loads`, iteration -> why); stop on what cannot be fixed."""
     if not directory.is_dir():
         return CheckpointGate(str(directory), resume=True)  # nothing saved yet: from scratch
     try:
-        verdict = check_run(directory, max_rollbacks)
+        verdict = check_run(directory, max_rollbacks, failed_loads=failed_loads)
     except OSError as exc:
         why = f"cannot read checkpoint dir {directory}: {exc.strerror or exc}"
         return CheckpointGate(str(directory), False, _stop_line(why, directory))

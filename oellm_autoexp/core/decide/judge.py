@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from oellm_autoexp.core.checkpoint.load_failure import load_failure, with_failed_load
 from oellm_autoexp.core.classify.classifier import evidence as evidence_lines
 from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.node_blame import DEFAULT_MAX_SHARE, Blame, BlameResult, blame_nodes
@@ -183,8 +184,14 @@ def judge(
     outcome = outcome_of(verdict, user_cancelled=user_cancelled, early_exit_is_end=early_exit_is_end)
     blame = blame_for(policy, outcome, signals, allocation)
     decision = decide(policy, outcome, history, verdict.now_s, blamed=blame.nodes)
+    failed_load = None
+    if outcome.kind is not OutcomeKind.SUCCESS and not user_cancelled:
+        failed_load = load_failure(signals, verdict.cause, history.iteration)
+        decision = with_failed_load(decision, failed_load, history, outcome.still_running)
     record = not (decision.action is DecisionAction.NONE and outcome.still_running)
     evidence = _evidence(verdict, outcome, decision, history.iteration, signals)
+    if failed_load is not None:
+        evidence = replace(evidence, failed_load_iteration=failed_load.iteration)
     return Judgement(
         outcome=outcome,
         decision=decision,
@@ -281,6 +288,7 @@ def history_from(decisions: Sequence[PastDecision], attempt_no: int, iteration: 
                 error_type=ev.error_type,
                 iteration=ev.iteration,
                 override_set=ev.override_set,
+                failed_load_iteration=ev.failed_load_iteration,
             )
         )
         excluded.extend(n for n in ev.exclude_nodes if n not in excluded)

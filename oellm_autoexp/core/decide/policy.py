@@ -219,6 +219,7 @@ class RestartRecord:
     error_type: str | None = None  # the classifier's root cause, if any
     iteration: int | None = None  # the highest iteration the ended attempt had reached
     override_set: int | None = None  # the rule's override set it applied (1-based), if any
+    failed_load_iteration: int | None = None  # the checkpoint it quarantined: the attempt failed loading it
 
 
 @dataclass(frozen=True)
