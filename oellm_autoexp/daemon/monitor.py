@@ -61,6 +61,7 @@ from oellm_autoexp.daemon.observer import (
 )
 from oellm_autoexp.daemon.resubmission import (
     active_exclusions,
+    disk_if_save_failed,
     exclude_arg,
     exclude_on_queued,
     gate_checkpoint,
@@ -611,7 +612,8 @@ class Monitor:
             self.store.decisions_for_job(rt.job.id), live.attempt.attempt_no, live.view.last_iteration
         )
         return replace(history, excluded_nodes=active_exclusions(self.store, rt, utc(now)),
-                       spent=spend_so_far(self.store, rt, utc(now)))  # fmt: skip
+                       spent=spend_so_far(self.store, rt, utc(now)),
+                       checkpoint_disk=disk_if_save_failed(rt, live.view.cause()))  # fmt: skip
 
     def _exclude_on_queued(self, rt: JobRuntime, now: float) -> None:
         """A successor of the job already queued gets the new list too (`scontrol update`, Slurm only)."""

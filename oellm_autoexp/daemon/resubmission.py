@@ -8,16 +8,20 @@ rollback (moves aside, never deletes).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from oellm_autoexp.adapters.checkpoints.checkpoint_files import apply_rollback, check_run
 from oellm_autoexp.adapters.executors.base import Executor, ExecutorError
+from oellm_autoexp.adapters.fs.disk_space import Statvfs, disk_space
 from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, JobStatus, SQLiteStore
 from oellm_autoexp.backends.build import checkpoint_dir
+from oellm_autoexp.core.checkpoint.disk import DiskSpace, is_save_failure, space_warning
 from oellm_autoexp.core.checkpoint.rollback import rollback_line
+from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.exclusions import Exclusion, active_nodes, exclude_list, exclusions_from_blame
 from oellm_autoexp.core.decide.judge import Judgement
 from oellm_autoexp.core.decide.policy import DecisionAction
@@ -46,7 +50,9 @@ def is_resubmission(store: SQLiteStore, rt: JobRuntime) -> bool:
     return any(a.executor_job_id for a in store.attempts_for_job(rt.job.id))
 
 
-def gate_checkpoint(store: SQLiteStore, rt: JobRuntime, now: datetime) -> CheckpointGate:
+def gate_checkpoint(
+    store: SQLiteStore, rt: JobRuntime, now: datetime, statvfs: Statvfs = os.statvfs
+) -> CheckpointGate:
     """Check the job's checkpoint before resubmitting it; a rollback or a stop is recorded.
 
     A rollback is an event (a `none` decision with the check's evidence); a checkpoint that
@@ -55,7 +61,9 @@ def gate_checkpoint(store: SQLiteStore, rt: JobRuntime, now: datetime) -> Checkp
     """
     latest = store.latest_attempt(rt.job.id)
     failed = failed_load_of(store, rt, latest)
-    gate = check_before_resubmit(checkpoint_dir_of(rt.plan), rt.policy.max_checkpoint_rollbacks, failed)
+    gate = with_space_warning(
+        check_before_resubmit(checkpoint_dir_of(rt.plan), rt.policy.max_checkpoint_rollbacks, failed), statvfs
+    )
     if gate.reason is None:
         return gate
     action = DecisionAction.NONE if gate.resume else DecisionAction.STOP
@@ -66,6 +74,22 @@ def gate_checkpoint(store: SQLiteStore, rt: JobRuntime, now: datetime) -> Checkp
     if not gate.resume:
         store.set_job_status(rt.job.id, JobStatus.STOPPED.value, gate.reason)
     return gate
+
+
+def with_space_warning(gate: CheckpointGate, statvfs: Statvfs = os.statvfs) -> CheckpointGate:
+    """A resuming gate with a warning added when the next save will not fit (core/checkpoint/disk.py)."""
+    if not gate.resume:
+        return gate
+    disk = disk_space(Path(gate.directory), statvfs)
+    warning = space_warning(disk) if disk is not None else None
+    if warning is None:
+        return gate
+    return replace(gate, reason=f"{gate.reason}; {warning}" if gate.reason else warning)
+
+
+def disk_if_save_failed(rt: JobRuntime, cause: Signal | None) -> DiskSpace | None:
+    """The checkpoint directory's free space, read only when the attempt's cause is a failed write."""
+    return disk_space(checkpoint_dir_of(rt.plan)) if is_save_failure(cause) else None
 
 
 def failed_load_of(store: SQLiteStore, rt: JobRuntime, latest: AttemptInfo | None) -> dict[int, str]:

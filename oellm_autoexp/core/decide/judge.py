@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from oellm_autoexp.core.checkpoint.disk import RULE as DISK_RULE
+from oellm_autoexp.core.checkpoint.disk import is_save_failure, save_failed_reason
 from oellm_autoexp.core.checkpoint.load_failure import load_failure, with_failed_load
 from oellm_autoexp.core.classify.classifier import evidence as evidence_lines
 from oellm_autoexp.core.classify.signals import Signal
@@ -188,6 +190,12 @@ def judge(
     if outcome.kind is not OutcomeKind.SUCCESS and not user_cancelled:
         failed_load = load_failure(signals, verdict.cause, history.iteration)
         decision = with_failed_load(decision, failed_load, history, outcome.still_running)
+        if is_save_failure(verdict.cause) and verdict.cause is not None:
+            # Not into the same full disk: stop, naming it and its free space.
+            reason = save_failed_reason(history.checkpoint_disk, verdict.cause)
+            decision = Decision(
+                DecisionAction.STOP, reason, rule=DISK_RULE, cancel_first=outcome.still_running
+            )
     record = not (decision.action is DecisionAction.NONE and outcome.still_running)
     evidence = _evidence(verdict, outcome, decision, history.iteration, signals)
     if failed_load is not None:

@@ -50,6 +50,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from oellm_autoexp.core.checkpoint.disk import DiskSpace
 from oellm_autoexp.core.decide.node_blame import DEFAULT_MAX_SHARE
 from oellm_autoexp.core.decide.spend import Spend, SpendLimits, budget_reason
 from oellm_autoexp.core.jobs.job_state import JobState
@@ -231,6 +232,7 @@ class RestartHistory:
     iteration: int | None = None  # the highest iteration this attempt reached
     excluded_nodes: tuple[str, ...] = ()  # nodes already excluded on resubmit
     spent: Spend | None = None  # what all attempts spent so far (None: not measured)
+    checkpoint_disk: DiskSpace | None = None  # the checkpoint dir's free space, read after a failed save
 
 
 @dataclass(frozen=True)
