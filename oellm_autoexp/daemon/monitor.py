@@ -68,6 +68,7 @@ from oellm_autoexp.daemon.resubmission import (
     is_resubmission,
     new_exclusions,
     spend_so_far,
+    unhealthy_after,
 )
 from oellm_autoexp.daemon.scheduler import FollowUp, Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
@@ -540,7 +541,8 @@ class Monitor:
         history = self._history(live, now)
         judgement = judge(rt.policy, verdict, history, view.classifier.signals, user_cancelled=user_cancelled,
                           early_exit_is_end=rt.settings.early_exit_is_end,
-                          allocation=live.nodes or live.attempt.nodes)  # fmt: skip
+                          allocation=live.nodes or live.attempt.nodes,
+                          unhealthy=unhealthy_after(rt, verdict, live.nodes or live.attempt.nodes))  # fmt: skip
         if not judgement.record:
             live.waiting_on_fatal = verdict.trigger is Trigger.FATAL_LINE
             if ended is not None:

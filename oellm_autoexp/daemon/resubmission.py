@@ -26,9 +26,12 @@ from oellm_autoexp.core.decide.exclusions import Exclusion, active_nodes, exclud
 from oellm_autoexp.core.decide.judge import Judgement
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.decide.spend import AttemptUsage, Spend, total_spend
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth
 from oellm_autoexp.core.plan.plan import JobPlan
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.outcome import OutcomeKind
+from oellm_autoexp.core.watch.verdict import Verdict
 from oellm_autoexp.daemon.watch import JobRuntime
 
 
@@ -90,6 +93,20 @@ def with_space_warning(gate: CheckpointGate, statvfs: Statvfs = os.statvfs) -> C
 def disk_if_save_failed(rt: JobRuntime, cause: Signal | None) -> DiskSpace | None:
     """The checkpoint directory's free space, read only when the attempt's cause is a failed write."""
     return disk_space(checkpoint_dir_of(rt.plan)) if is_save_failure(cause) else None
+
+
+def unhealthy_after(rt: JobRuntime, verdict: Verdict, allocation: Sequence[str]) -> list[NodeHealth]:
+    """The attempt's nodes Slurm reports unfit, asked only when Slurm ended it with NODE_FAIL (one
+    `scontrol show node`; the executor may not know Slurm: none then). A node set DOWN under a
+    job leaves no log line naming it: its state is the evidence that blames it."""
+    record = verdict.record
+    query = getattr(rt.executor, "unhealthy_nodes", None)  # only SlurmExecutor knows node states
+    if record is None or record.state is not JobState.NODE_FAIL or query is None or not allocation:
+        return []
+    try:
+        return list(query(allocation))
+    except ExecutorError:
+        return []  # no evidence: no one is blamed
 
 
 def failed_load_of(store: SQLiteStore, rt: JobRuntime, latest: AttemptInfo | None) -> dict[int, str]:

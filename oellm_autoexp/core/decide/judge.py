@@ -41,6 +41,7 @@ from oellm_autoexp.core.decide.policy import (
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.job_status import JobStatus
+from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.outcome import EARLY_EXIT_ERROR_TYPE, Outcome, OutcomeKind
 from oellm_autoexp.core.watch.verdict import Trigger, Verdict
@@ -176,15 +177,17 @@ def judge(
     user_cancelled: bool = False,
     early_exit_is_end: bool = False,
     allocation: Sequence[str] = (),
+    unhealthy: Sequence[NodeHealth] = (),
 ) -> Judgement:
     """Judge one verdict: the outcome, the decision, its evidence and the effects to carry out.
 
     `early_exit_is_end`: the experiment ends on purpose before its last iteration (a speed
     test stopping at `--exit-interval`), so an exit 0 there is completion.
     `allocation`: the attempt's nodes; blame (core/decide/node_blame.py) is judged against it.
+    `unhealthy`: the allocation's nodes Slurm reports DOWN/DRAIN/FAIL when judged (evidence too).
     """
     outcome = outcome_of(verdict, user_cancelled=user_cancelled, early_exit_is_end=early_exit_is_end)
-    blame = blame_for(policy, outcome, signals, allocation)
+    blame = blame_for(policy, outcome, signals, allocation, unhealthy)
     decision = decide(policy, outcome, history, verdict.now_s, blamed=blame.nodes)
     failed_load = None
     if outcome.kind is not OutcomeKind.SUCCESS and not user_cancelled:
@@ -215,12 +218,17 @@ def judge(
 
 
 def blame_for(
-    policy: RestartPolicy, outcome: Outcome, signals: Sequence[Signal], allocation: Sequence[str]
+    policy: RestartPolicy,
+    outcome: Outcome,
+    signals: Sequence[Signal],
+    allocation: Sequence[str],
+    unhealthy: Sequence[NodeHealth] = (),
 ) -> BlameResult:
-    """The nodes the attempt's lines single out, with the guard share of the rule that decides."""
+    """The nodes the attempt's lines (and Slurm's node states) single out, with the guard share of
+    the rule that decides."""
     rule = policy.rule_for(outcome)
     share = rule.blame_max_share if rule is not None else DEFAULT_MAX_SHARE
-    found = blame_nodes(signals, allocation, max_share=share)
+    found = blame_nodes(signals, allocation, unhealthy, max_share=share)
     if not found.blamed and outcome.exit_code == MEGATRON_RERUN_EXIT and outcome.node:
         # Megatron's rerun machinery asks for "a different GPU": a one-node job leaves its node.
         rerun = Blame(outcome.node, "Megatron's rerun state machine exited 16 (rerun elsewhere)", "log")
