@@ -87,3 +87,18 @@ def test_a_job_slurm_requeues_after_a_node_failure_is_not_restarted(autoexp: Aut
         "attempt 2 done"
         in (autoexp.tmp / "out" / "logs" / f"slurm-{attempt.executor_job_id}.out").read_text()
     )
+
+
+def test_a_job_requeued_with_scontrol_is_waited_for_not_restarted(autoexp: AutoexpEnv) -> None:
+    """`scontrol requeue` of the running attempt: Slurm runs it again under its id (REQUEUED, then
+    PENDING, then RUNNING); the monitor neither restarts it nor submits a second job, and the
+    requeued run completes."""
+    script = autoexp.script('if [ "$n" -eq 1 ]; then wait_for never; fi\necho "attempt $n done"\n')
+    monitor = autoexp.start("run", str(autoexp.experiment(["bash", str(script)])))
+    job_id = autoexp.running(1)
+    subprocess.run(["scontrol", "requeue", job_id], check=True, capture_output=True, text=True, timeout=30)
+    assert autoexp.finish(monitor) == 0, autoexp.output(monitor)
+    (attempt,) = autoexp.attempts()
+    assert attempt.executor_job_id == job_id and attempt.state.value == "COMPLETED"
+    assert autoexp.reasons() == [("stop", COMPLETED)]
+    assert "attempt 2 done" in (autoexp.tmp / "out" / "logs" / f"slurm-{job_id}.out").read_text()
