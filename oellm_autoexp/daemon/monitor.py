@@ -73,7 +73,7 @@ from oellm_autoexp.daemon.resubmission import (
 from oellm_autoexp.daemon.scheduler import FollowUp, Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
 from oellm_autoexp.daemon.session_lock import SessionLocks
-from oellm_autoexp.daemon.settings import poll_interval_s
+from oellm_autoexp.daemon.settings import CANCEL_RETRY_S, poll_interval_s
 from oellm_autoexp.daemon.strays import StrayNet
 from oellm_autoexp.daemon.submitter import Submitter
 from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt, job_history
@@ -117,6 +117,7 @@ class Monitor:
         self._deferred: list[object] = []
         self._runtimes: dict[int, JobRuntime] = {}  # job id -> runtime
         self._live: dict[int, LiveAttempt] = {}  # attempt id -> live attempt
+        self._uncancelled: set[int] = set()  # attempts whose scancel failed (held resubmission)
         self._unsaved: dict[int, LiveAttempt] = {}  # attempt id -> live attempt with reads to save
         self._by_log: dict[str, LiveAttempt] = {}  # absolute log path -> live attempt
         self._locks = SessionLocks(store, self.session_ids)
@@ -335,7 +336,7 @@ class Monitor:
             # `autoexp cancel` during a restart's cooldown: the restart is dropped.
             self._say(f"{rt.job.name}: not resubmitting: the job is {status}")
             return
-        if not self._checkpoint_ready(rt, now):
+        if self._predecessor_running(rt, now) or not self._checkpoint_ready(rt, now):
             return
         attempt = self._submitter.submit(rt, exclude_arg(self.store, rt, utc(now)), now)
         if attempt is not None:
@@ -582,7 +583,9 @@ class Monitor:
     def _cancel(self, live: LiveAttempt) -> None:
         try:
             live.runtime.executor.cancel(live.executor_id)
+            self._uncancelled.discard(live.attempt.id)
         except ExecutorError as exc:
+            self._uncancelled.add(live.attempt.id)
             self._say(f"warning: cancelling {self._who(live)} failed: {exc}")
 
     def _check_fatal_lines(self, now: float) -> None:
@@ -763,6 +766,25 @@ class Monitor:
                 raise
             return  # stays dirty: written again at a later poll; the buffer warns once a minute
         self._dirty, self._snapshot_at = False, self.clock()
+
+    def _predecessor_running(self, rt: JobRuntime, now: float) -> bool:
+        """An attempt whose scancel failed may still run: cancel it again and hold the
+        resubmission until a cancel went through (or it ended), never two attempts of a job side
+        by side on one checkpoint directory."""
+        alive = [
+            v
+            for v in self._live.values()
+            if v.runtime.job.id == rt.job.id and v.attempt.id in self._uncancelled
+        ]
+        for live in alive:
+            self._cancel(live)
+        held = [v for v in alive if v.attempt.id in self._uncancelled]
+        for live in held:
+            self._say(f"{rt.job.name}: not resubmitting while {self._who(live)} may still run (its "
+                      f"scancel failed); cancelling again in {CANCEL_RETRY_S:g} s")  # fmt: skip
+        if held:
+            self._submitter.schedule(rt.job.id, now + CANCEL_RETRY_S, ())
+        return bool(held)
 
 
 def allocation(known: tuple[str, ...], record: JobRecord) -> tuple[str, ...]:

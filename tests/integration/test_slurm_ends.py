@@ -10,13 +10,22 @@ runs this test's job alone, and is resumed in a `finally`.
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 from collections.abc import Callable
 
 import pytest
 
 from oellm_autoexp.core.watch.evidence import Evidence
-from tests.integration.test_monitor_slurm import COMPLETED, AutoexpEnv, slurm_lines, wait_until
+from tests.integration.test_monitor_slurm import (
+    COMPLETED,
+    NCCL_LINE,
+    AutoexpEnv,
+    slurm_lines,
+    squeue_state,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -102,3 +111,37 @@ def test_a_job_requeued_with_scontrol_is_waited_for_not_restarted(autoexp: Autoe
     assert attempt.executor_job_id == job_id and attempt.state.value == "COMPLETED"
     assert autoexp.reasons() == [("stop", COMPLETED)]
     assert "attempt 2 done" in (autoexp.tmp / "out" / "logs" / f"slurm-{job_id}.out").read_text()
+
+
+def test_a_failing_scancel_holds_the_resubmission_until_a_cancel_goes_through(autoexp: AutoexpEnv) -> None:
+    """The restart's scancel fails (a wrapper named scancel first on PATH, failing while a flag
+    file exists): the old attempt still runs, so no second attempt is submitted beside it; the
+    monitor says so and cancels again; once scancel works the old one is cancelled, the next
+    attempt runs and completes. Before, attempt 2 was submitted at once and attempt 1 was left
+    running after the session ended."""
+    real = shutil.which("scancel")
+    assert real is not None
+    bindir = autoexp.tmp / "bin"
+    bindir.mkdir()
+    wrapper = bindir / "scancel"
+    wrapper.write_text(
+        f'#!/bin/bash\nif [ -e "{autoexp.tmp}/scancel-broken" ]; then\n'
+        "  echo 'scancel: error: Kill job error on job id: Unexpected message received' >&2; exit 1\nfi\n"
+        f'exec {real} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    autoexp.flag("scancel-broken")
+    env = autoexp.env | {"PATH": f"{bindir}:{autoexp.env.get('PATH', '')}"}
+    script = autoexp.script(
+        f'if [ "$n" -eq 1 ]; then echo {json.dumps(NCCL_LINE)} >&2; wait_for never; fi\necho "attempt $n done"\n'
+    )
+    monitor = autoexp.start("run", str(autoexp.experiment(["bash", str(script)])), env=env)
+    first = autoexp.running(1)
+    wait_until(lambda: "cancelling again" in autoexp.output(monitor), "the held resubmission")
+    assert len(autoexp.attempts()) == 1 and squeue_state(first) == "RUNNING"
+    (autoexp.tmp / "scancel-broken").unlink()
+    assert autoexp.finish(monitor) == 0, autoexp.output(monitor)
+    attempts = autoexp.attempts()
+    assert [a.state.value for a in attempts] == ["CANCELLED", "COMPLETED"], attempts
+    assert [a for a, _ in autoexp.reasons()] == ["restart", "stop"]
+    assert squeue_state(first) in (None, "CANCELLED")
