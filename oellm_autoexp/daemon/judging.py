@@ -29,9 +29,10 @@ from oellm_autoexp.core.decide.exclusions import Exclusion, active_nodes, exclus
 from oellm_autoexp.core.decide.judge import Judgement, judge
 from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory
 from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth
 from oellm_autoexp.core.watch.verdict import Trigger, Verdict
 from oellm_autoexp.daemon.clock import utc
-from oellm_autoexp.daemon.resubmission import spend_of
+from oellm_autoexp.daemon.resubmission import disk_if_save_failed, spend_of, unhealthy_after
 from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt, job_history
 
 
@@ -74,6 +75,7 @@ class Gathered:
 
     user_cancelled: bool  # `autoexp cancel` stopped the job: its end is recorded, never restarted
     history: RestartHistory  # past decisions, active exclusions and, with a budget, the spend
+    unhealthy: tuple[NodeHealth, ...] = ()  # the nodes Slurm reports unfit after a NODE_FAIL
 
 
 def judge_attempt(
@@ -86,10 +88,10 @@ def judge_attempt(
 ) -> Judgement:
     """Judge one verdict about `live`; record the judgement in one transaction, then carry it out."""
     rt = live.runtime
-    gathered = gather(loop.store, live, now)
+    gathered = gather(loop.store, live, verdict, now)
     judgement = judge(rt.policy, verdict, gathered.history, live.view.classifier.signals,
                       user_cancelled=gathered.user_cancelled, early_exit_is_end=rt.settings.early_exit_is_end,
-                      allocation=live.nodes or live.attempt.nodes)  # fmt: skip
+                      allocation=live.nodes or live.attempt.nodes, unhealthy=gathered.unhealthy)  # fmt: skip
     if not judgement.record:  # still running and nothing to do yet: nothing is written
         live.waiting_on_fatal = verdict.trigger is Trigger.FATAL_LINE
         if ended is not None:
@@ -101,8 +103,9 @@ def judge_attempt(
     return judgement
 
 
-def gather(store: SQLiteStore, live: LiveAttempt, now: float) -> Gathered:
-    """One read of the store (and one sacct when the policy has a spend budget)."""
+def gather(store: SQLiteStore, live: LiveAttempt, verdict: Verdict, now: float) -> Gathered:
+    """One read of the store; one sacct when the policy has a spend budget, one `scontrol show
+    node` for an attempt Slurm ended NODE_FAIL, one statvfs of the checkpoint dir after a failed save."""
     rt = live.runtime
     records = store.judge_records(rt.job.id)
     history = job_history(records.decisions, live.attempt.attempt_no, live.view.last_iteration)
@@ -110,9 +113,11 @@ def gather(store: SQLiteStore, live: LiveAttempt, now: float) -> Gathered:
         history,
         excluded_nodes=active_nodes(records.exclusions, rt.job.name, utc(now)),
         spent=spend_of(rt, records.attempts, utc(now)),
+        checkpoint_disk=disk_if_save_failed(rt, live.view.cause()),
     )
     user_cancelled = records.job is not None and records.job.status == JobStatus.CANCELLED_BY_USER.value
-    return Gathered(user_cancelled, history)
+    unhealthy = tuple(unhealthy_after(rt, verdict, live.nodes or live.attempt.nodes))
+    return Gathered(user_cancelled, history, unhealthy)
 
 
 def record(

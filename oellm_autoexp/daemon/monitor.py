@@ -39,7 +39,7 @@ from oellm_autoexp.adapters.store.sqlite_store import (
     SessionStatus,
     SQLiteStore,
 )
-from oellm_autoexp.config.monitoring import poll_interval_s
+from oellm_autoexp.config.monitoring import CANCEL_RETRY_S, poll_interval_s
 from oellm_autoexp.core.decide.judge import Judgement
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.jobs.job_record import JobRecord, allocation
@@ -114,6 +114,7 @@ class Monitor:
         self._deferred: list[object] = []
         self._runtimes: dict[int, JobRuntime] = {}  # job id -> runtime
         self._live: dict[int, LiveAttempt] = {}  # attempt id -> live attempt
+        self._uncancelled: set[int] = set()  # attempts whose scancel failed (held resubmission)
         self._by_log: dict[str, LiveAttempt] = {}  # absolute log path -> live attempt
         self._locks = SessionLocks(store, self.session_ids)
         self._tailer: LogTailer | None = None
@@ -322,6 +323,8 @@ class Monitor:
             # `autoexp cancel` during a restart's cooldown: the restart is dropped.
             self._say(f"{rt.job.name}: not resubmitting: the job is {status}")
             return
+        if self._predecessor_running(rt, now):
+            return
         if not self._checkpoint_ready(rt, now):
             self._submitter.successors.drop(rt, "stopped by the checkpoint check", now)
             return
@@ -525,7 +528,9 @@ class Monitor:
         self.store.check_fence()  # Slurm checks no token: a fenced monitor must not scancel
         try:
             live.runtime.executor.cancel(live.executor_id)
+            self._uncancelled.discard(live.attempt.id)
         except ExecutorError as exc:
+            self._uncancelled.add(live.attempt.id)
             self._say(f"warning: cancelling {self._who(live)} failed: {exc}")
 
     def _check_fatal_lines(self, now: float) -> None:
@@ -636,6 +641,25 @@ class Monitor:
                 raise
             return  # stays dirty: written again at a later poll; the buffer warns once a minute
         self._dirty, self._snapshot_at = False, self.clock()
+
+    def _predecessor_running(self, rt: JobRuntime, now: float) -> bool:
+        """An attempt whose scancel failed may still run: cancel it again and hold the
+        resubmission until a cancel went through (or it ended), never two attempts of a job side
+        by side on one checkpoint directory."""
+        alive = [
+            v
+            for v in self._live.values()
+            if v.runtime.job.id == rt.job.id and v.attempt.id in self._uncancelled
+        ]
+        for live in alive:
+            self.cancel(live)
+        held = [v for v in alive if v.attempt.id in self._uncancelled]
+        for live in held:
+            self._say(f"{rt.job.name}: not resubmitting while {self._who(live)} may still run (its "
+                      f"scancel failed); cancelling again in {CANCEL_RETRY_S:g} s")  # fmt: skip
+        if held:
+            self._submitter.schedule(rt.job.id, now + CANCEL_RETRY_S, ())
+        return bool(held)
 
 
 def stamped_line(message: str) -> str:

@@ -8,22 +8,29 @@ rollback (moves aside, never deletes).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from oellm_autoexp.adapters.checkpoints.checkpoint_files import apply_rollback, check_run
 from oellm_autoexp.adapters.executors.base import Executor, ExecutorError
+from oellm_autoexp.adapters.fs.disk_space import Statvfs, disk_space
 from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, JobStatus, SQLiteStore
 from oellm_autoexp.backends.build import checkpoint_dir
+from oellm_autoexp.core.checkpoint.disk import DiskSpace, is_save_failure, space_warning
 from oellm_autoexp.core.checkpoint.rollback import rollback_line
+from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.exclusions import active_nodes, exclude_list
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.decide.spend import Spend, total_spend, usage_from_attempts
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth
 from oellm_autoexp.core.plan.plan import JobPlan, configured_exclude
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.outcome import OutcomeKind
+from oellm_autoexp.core.watch.verdict import Verdict
 from oellm_autoexp.daemon.watch import JobRuntime
 
 
@@ -45,16 +52,21 @@ def is_resubmission(store: SQLiteStore, rt: JobRuntime) -> bool:
     return any(a.executor_job_id for a in store.attempts_for_job(rt.job.id))
 
 
-def gate_checkpoint(store: SQLiteStore, rt: JobRuntime, now: datetime) -> CheckpointGate:
+def gate_checkpoint(
+    store: SQLiteStore, rt: JobRuntime, now: datetime, statvfs: Statvfs = os.statvfs
+) -> CheckpointGate:
     """Check the job's checkpoint before resubmitting it; a rollback or a stop is recorded.
 
     A rollback is an event (a `none` decision with the check's evidence); a checkpoint that
     cannot be fixed stops the job (a `stop` decision and the job's status, in one transaction).
     """
-    gate = check_before_resubmit(checkpoint_dir_of(rt.plan), rt.policy.max_checkpoint_rollbacks)
+    latest = store.latest_attempt(rt.job.id)
+    failed = failed_load_of(store, rt, latest)
+    gate = with_space_warning(
+        check_before_resubmit(checkpoint_dir_of(rt.plan), rt.policy.max_checkpoint_rollbacks, failed), statvfs
+    )
     if gate.reason is None:
         return gate
-    latest = store.latest_attempt(rt.job.id)
     action = DecisionAction.NONE if gate.resume else DecisionAction.STOP
     evidence = Evidence(kind=OutcomeKind.CRASH.value, trigger="checkpoint", observed=gate.directory,
                         lines=gate.problems)  # fmt: skip
@@ -64,17 +76,64 @@ def gate_checkpoint(store: SQLiteStore, rt: JobRuntime, now: datetime) -> Checkp
     return gate
 
 
+def with_space_warning(gate: CheckpointGate, statvfs: Statvfs = os.statvfs) -> CheckpointGate:
+    """A resuming gate with a warning added when the next save will not fit (core/checkpoint/disk.py)."""
+    if not gate.resume:
+        return gate
+    disk = disk_space(Path(gate.directory), statvfs)
+    warning = space_warning(disk) if disk is not None else None
+    if warning is None:
+        return gate
+    return replace(gate, reason=f"{gate.reason}; {warning}" if gate.reason else warning)
+
+
+def disk_if_save_failed(rt: JobRuntime, cause: Signal | None) -> DiskSpace | None:
+    """The checkpoint directory's free space, read only when the attempt's cause is a failed write."""
+    return disk_space(checkpoint_dir_of(rt.plan)) if is_save_failure(cause) else None
+
+
+def unhealthy_after(rt: JobRuntime, verdict: Verdict, allocation: Sequence[str]) -> list[NodeHealth]:
+    """The attempt's nodes Slurm reports unfit, asked only when Slurm ended it with NODE_FAIL (one
+    `scontrol show node`; the executor may not know Slurm: none then). A node set DOWN under a
+    job leaves no log line naming it: its state is the evidence that blames it."""
+    record = verdict.record
+    query = getattr(rt.executor, "unhealthy_nodes", None)  # only SlurmExecutor knows node states
+    if record is None or record.state is not JobState.NODE_FAIL or query is None or not allocation:
+        return []
+    try:
+        return list(query(allocation))
+    except ExecutorError:
+        return []  # no evidence: no one is blamed
+
+
+def failed_load_of(store: SQLiteStore, rt: JobRuntime, latest: AttemptInfo | None) -> dict[int, str]:
+    """The checkpoint the last attempt failed to load (iteration -> the decision's reason), if its
+    restart said so (core/checkpoint/load_failure.py): the rollback quarantines it."""
+    if latest is None:
+        return {}
+    for d in reversed(store.decisions_for_job(rt.job.id)):
+        if d.attempt_id != latest.id or d.action != DecisionAction.RESTART.value:
+            continue
+        evidence = Evidence.from_json(d.evidence)
+        why = evidence.lines[0].strip() if evidence.lines else d.reason
+        return {} if evidence.failed_load_iteration is None else {evidence.failed_load_iteration: why}
+    return {}
+
+
 def checkpoint_dir_of(plan: JobPlan) -> Path:
     """The run's checkpoint directory, as the job sees it (relative: from where autoexp runs)."""
     return Path(checkpoint_dir(plan.config.backend, plan.checkpoint_dir))
 
 
-def check_before_resubmit(directory: Path, max_rollbacks: int) -> CheckpointGate:
-    """Check the newest checkpoint; roll back an incomplete one; stop on what cannot be fixed."""
+def check_before_resubmit(
+    directory: Path, max_rollbacks: int, failed_loads: Mapping[int, str] | None = None
+) -> CheckpointGate:
+    """Check the newest checkpoint; roll back an incomplete one (or one that failed to load:
+    `failed_loads`, iteration -> why); stop on what cannot be fixed."""
     if not directory.is_dir():
         return CheckpointGate(str(directory), resume=True)  # nothing saved yet: from scratch
     try:
-        verdict = check_run(directory, max_rollbacks)
+        verdict = check_run(directory, max_rollbacks, failed_loads=failed_loads)
     except OSError as exc:
         why = f"cannot read checkpoint dir {directory}: {exc.strerror or exc}"
         return CheckpointGate(str(directory), False, _stop_line(why, directory))

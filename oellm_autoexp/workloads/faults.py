@@ -11,6 +11,10 @@ at the start of iteration `--fault-at-step` (before the forward pass):
          timeout error, NCCL's watchdog aborts the process. SIGTERM is reset to its default
          so the launcher's teardown ends the sleeper at once.
 - crash: an ordinary Python exception (RuntimeError), traceback and exit 1.
+- raise_and_linger: the same uncaught exception, but the process does not exit: a non-daemon
+         thread keeps it alive (as a failed async checkpoint writer, a stuck
+         destroy_process_group or an atexit hook do). SIGTERM is reset to its default so a
+         cancel ends it.
 - kill:  os.kill(own pid, SIGKILL): the process dies with -9, no output of its own.
 - segv:  a NULL read through ctypes: a genuine SIGSEGV (faulthandler prints the stack).
 - nan:   the output layer's bias is filled with NaN, so the forward pass yields a NaN loss;
@@ -28,6 +32,7 @@ import os
 import resource
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -46,6 +51,7 @@ class Fault(enum.StrEnum):
     OOM = "oom"  # device (CUDA) or host (CPU) allocation failure
     HANG = "hang"  # one rank stops; the others hit the collective timeout
     CRASH = "crash"  # uncaught Python exception
+    RAISE_AND_LINGER = "raise_and_linger"  # uncaught exception; a non-daemon thread keeps the process
     KILL = "kill"  # SIGKILL of the process itself
     SEGV = "segv"  # SIGSEGV from a NULL dereference
     NAN = "nan"  # NaN loss from a poisoned weight
@@ -65,6 +71,7 @@ def inject(fault: Fault, iteration: int, rank: int, device: torch.device, model:
         Fault.OOM: lambda: _oom(device),
         Fault.HANG: _hang,
         Fault.CRASH: lambda: _crash(iteration, rank),
+        Fault.RAISE_AND_LINGER: lambda: _raise_and_linger(iteration, rank),
         Fault.KILL: lambda: os.kill(os.getpid(), signal.SIGKILL),
         Fault.SEGV: _segv,
         Fault.NAN: lambda: _poison(model),
@@ -110,6 +117,17 @@ def _hang() -> None:
 
 def _crash(iteration: int, rank: int) -> None:
     raise RuntimeError(f"injected crash at iteration {iteration} on rank {rank}")
+
+
+def _raise_and_linger(iteration: int, rank: int) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # train.py's handler only sets a flag
+    threading.Thread(target=_sleep_for_good, name="lingering", daemon=False).start()
+    raise RuntimeError(f"injected crash at iteration {iteration} on rank {rank}; the process lingers")
+
+
+def _sleep_for_good() -> None:
+    while True:
+        time.sleep(3600)
 
 
 def _segv() -> None:

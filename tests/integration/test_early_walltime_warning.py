@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from oellm_autoexp.core.plan.render import ScriptSpec, render_sbatch
 
 # The worker: sleeps before installing its handler (torch's import, a checkpoint's load), then
@@ -110,3 +112,84 @@ def test_a_warning_to_an_older_step_goes_out_once(tmp_path: Path) -> None:
     assert rc == 0, text
     assert "worker: got the warning 1 time(s)" in text
     assert "again" not in text
+
+
+# A worker that exits with the status it is given once a file appears: its end can then be
+# placed exactly where the batch shell's wait loop used to lose it.
+EXIT_ON_FILE = """
+import os, pathlib, sys, time
+print(f"worker: pid {os.getpid()}", flush=True)
+go = pathlib.Path(sys.argv[1])
+while not go.exists():
+    time.sleep(0.01)
+sys.exit(int(sys.argv[2]))
+"""
+
+
+def is_zombie(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    return stat.rsplit(") ", 1)[1].startswith("Z")
+
+
+def run_with_exit_behind_a_trap(
+    tmp_path: Path, status: int, *, stop: str, signal_as: bool
+) -> tuple[int, str]:
+    """The child has exited (a zombie, not yet reaped) when USR1 reaches the waiting shell: the
+    shell `stop` ("batch" or "wrapper") is stopped, the worker exits, USR1 is queued, and the
+    shell resumes to both at once. Before the fix the batch shell reported the trap's 138."""
+    go = tmp_path / "go"
+    spec = ScriptSpec(
+        job_name="race", job_key="race", directives=(("time", "1"),), env=(),
+        make_dirs=(str(tmp_path / "out"),), setup=(),
+        command=(sys.executable, "-c", EXIT_ON_FILE, str(go), str(status)), nodes=1, use_srun=False,
+        srun_options=(), master_port=None, forward_signals=("USR1", "TERM", "INT"), worker_signals=("USR1",),
+        worker_signal_as=(("USR1", "USR2"),) if signal_as else (),
+    )  # fmt: skip
+    path = tmp_path / "job.sh"
+    path.write_text(render_sbatch(spec, warning_resend_s=30, warning_resend_within_s=600), encoding="utf-8")
+    log = tmp_path / "job.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(["bash", str(path)], stdout=out, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 30
+        while "worker: pid" not in log.read_text(encoding="utf-8") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        worker = int(log.read_text(encoding="utf-8").split("worker: pid ")[1].split()[0])
+        wrapper = int(Path(f"/proc/{worker}/stat").read_text(encoding="utf-8").rsplit(") ", 1)[1].split()[1])
+        shell = proc.pid if stop == "batch" else wrapper
+        os.kill(shell, signal.SIGSTOP)
+        go.touch()
+        while not is_zombie(worker) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(shell, signal.SIGUSR1)
+        os.kill(shell, signal.SIGCONT)
+        rc = proc.wait(timeout=30)
+    return rc, log.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("status", [0, 3])
+def test_a_warning_as_the_child_exits_keeps_the_childs_status(tmp_path: Path, status: int) -> None:
+    """The trapped USR1 breaks off `wait` (138) just as the child ends: the job reports the child's
+    own status, not the trap's (a clean exit after the walltime warning read as a failure)."""
+    rc, text = run_with_exit_behind_a_trap(tmp_path, status, stop="batch", signal_as=False)
+    assert rc == status, text
+    assert f"autoexp: job step exited with status {status}" in text
+
+
+def test_the_node_wrapper_keeps_the_launchers_status_too(tmp_path: Path) -> None:
+    """The node wrapper (a warning passed on as another signal) waits the same way."""
+    rc, text = run_with_exit_behind_a_trap(tmp_path, 0, stop="wrapper", signal_as=True)
+    assert rc == 0, text
+
+
+def test_a_child_killed_by_a_signal_reports_it(tmp_path: Path) -> None:
+    """A status over 128 with no trap run is the child's own: a SIGKILLed worker reads 137."""
+    spec_ = ScriptSpec(
+        job_name="k", job_key="k", directives=(("time", "1"),), env=(), make_dirs=(str(tmp_path / "out"),),
+        setup=(), command=("bash", "-c", "kill -9 $$"), nodes=1, use_srun=False, srun_options=(),
+        master_port=None, forward_signals=("USR1", "TERM", "INT"), worker_signals=("USR1",),
+    )  # fmt: skip
+    path = tmp_path / "job.sh"
+    path.write_text(render_sbatch(spec_, warning_resend_s=30, warning_resend_within_s=600), encoding="utf-8")
+    proc = subprocess.run(["bash", str(path)], capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == 137, proc.stderr

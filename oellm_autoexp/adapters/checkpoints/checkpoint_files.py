@@ -14,6 +14,7 @@ import json
 import os
 import re
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from oellm_autoexp.adapters.checkpoints.dcp_metadata import read_dcp_metadata
@@ -90,11 +91,25 @@ def check_checkpoint(path: Path) -> CheckpointVerdict:
 
 
 def check_run(
-    run_dir: Path, max_rollbacks: int = DEFAULT_MAX_ROLLBACKS, rollbacks_done: int | None = None
+    run_dir: Path,
+    max_rollbacks: int = DEFAULT_MAX_ROLLBACKS,
+    rollbacks_done: int | None = None,
+    failed_loads: Mapping[int, str] | None = None,
 ) -> RunVerdict:
-    """The run's verdict: newest checkpoints read one by one until the resume point is known."""
+    """The run's verdict: newest checkpoints read one by one until the resume point is known.
+
+    `failed_loads`: iteration -> why, checkpoints an attempt failed to load. Their metadata may
+    be whole, but they count as incomplete: quarantined by the rollback like a cut-short save.
+    """
     listing = read_listing(run_dir)
     verdicts: dict[str, CheckpointVerdict] = {}
+    for iteration, failed in listing.checkpoints:
+        why = (failed_loads or {}).get(iteration)
+        if why is not None:
+            found = check_checkpoint(run_dir / failed)
+            verdicts[failed] = CheckpointVerdict(
+                "incomplete", found.format, (f"{failed}: failed to load: {why}",)
+            )
     while (name := next_to_judge(listing, verdicts)) is not None:
         verdicts[name] = check_checkpoint(run_dir / name)
     return judge_run(listing, verdicts, max_rollbacks, rollbacks_done)

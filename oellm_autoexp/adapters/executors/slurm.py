@@ -25,6 +25,7 @@ from oellm_autoexp.core.decide.spend import SPEND_SACCT_FORMAT, AttemptUsage, pa
 from oellm_autoexp.core.decide.successor import start_time_command
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState, is_terminal
+from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth, parse_scontrol_nodes
 from oellm_autoexp.core.jobs.slurm_parse import (
     SACCT_FORMAT,
     SEP,
@@ -217,6 +218,13 @@ class SlurmExecutor:
         """The GPU types a running job was given (`scontrol show job -d`: JOB_GRES); () if untyped."""
         done = run_slurm_command(["scontrol", "show", "job", "-d", job_id], self.timeout_s)
         return parse_job_gpu_types(done.stdout)
+
+    def unhealthy_nodes(self, nodes: Sequence[str]) -> list[NodeHealth]:
+        """Which of `nodes` Slurm reports DOWN/DRAIN/FAIL (`scontrol show node`), with its reason."""
+        if not nodes:
+            return []
+        done = run_slurm_command(["scontrol", "show", "node", ",".join(nodes)], self.timeout_s)
+        return parse_scontrol_nodes(done.stdout)
 
     def update_excluded_nodes(self, job_id: str, nodes: str) -> None:
         """Set a PENDING job's excluded nodes (`nodes` is the whole list: it replaces, not adds)."""

@@ -24,6 +24,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from oellm_autoexp.core.checkpoint.disk import RULE as DISK_RULE
+from oellm_autoexp.core.checkpoint.disk import is_save_failure, save_failed_reason
+from oellm_autoexp.core.checkpoint.load_failure import load_failure, with_failed_load
 from oellm_autoexp.core.classify.root_cause import evidence as evidence_lines
 from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.node_blame import DEFAULT_MAX_SHARE, Blame, BlameResult, blame_nodes
@@ -38,6 +41,7 @@ from oellm_autoexp.core.decide.policy import (
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.job_status import JobStatus
+from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.outcome import EARLY_EXIT_ERROR_TYPE, Outcome, OutcomeKind
 from oellm_autoexp.core.watch.verdict import Trigger, Verdict
@@ -173,18 +177,32 @@ def judge(
     user_cancelled: bool = False,
     early_exit_is_end: bool = False,
     allocation: Sequence[str] = (),
+    unhealthy: Sequence[NodeHealth] = (),
 ) -> Judgement:
     """Judge one verdict: the outcome, the decision, its evidence and the effects to carry out.
 
     `early_exit_is_end`: the experiment ends on purpose before its last iteration (a speed
     test stopping at `--exit-interval`), so an exit 0 there is completion.
     `allocation`: the attempt's nodes; blame (core/decide/node_blame.py) is judged against it.
+    `unhealthy`: the allocation's nodes Slurm reports DOWN/DRAIN/FAIL when judged (evidence too).
     """
     outcome = outcome_of(verdict, user_cancelled=user_cancelled, early_exit_is_end=early_exit_is_end)
-    blame = blame_for(policy, outcome, signals, allocation)
+    blame = blame_for(policy, outcome, signals, allocation, unhealthy)
     decision = decide(policy, outcome, history, verdict.now_s, blamed=blame.nodes)
+    failed_load = None
+    if outcome.kind is not OutcomeKind.SUCCESS and not user_cancelled:
+        failed_load = load_failure(signals, verdict.cause, history.iteration)
+        decision = with_failed_load(decision, failed_load, history, outcome.still_running)
+        if is_save_failure(verdict.cause) and verdict.cause is not None:
+            # Not into the same full disk: stop, naming it and its free space.
+            reason = save_failed_reason(history.checkpoint_disk, verdict.cause)
+            decision = Decision(
+                DecisionAction.STOP, reason, rule=DISK_RULE, cancel_first=outcome.still_running
+            )
     record = not (decision.action is DecisionAction.NONE and outcome.still_running)
     evidence = _evidence(verdict, outcome, decision, history.iteration, signals)
+    if failed_load is not None:
+        evidence = replace(evidence, failed_load_iteration=failed_load.iteration)
     return Judgement(
         outcome=outcome,
         decision=decision,
@@ -200,12 +218,17 @@ def judge(
 
 
 def blame_for(
-    policy: RestartPolicy, outcome: Outcome, signals: Sequence[Signal], allocation: Sequence[str]
+    policy: RestartPolicy,
+    outcome: Outcome,
+    signals: Sequence[Signal],
+    allocation: Sequence[str],
+    unhealthy: Sequence[NodeHealth] = (),
 ) -> BlameResult:
-    """The nodes the attempt's lines single out, with the guard share of the rule that decides."""
+    """The nodes the attempt's lines (and Slurm's node states) single out, with the guard share of
+    the rule that decides."""
     rule = policy.rule_for(outcome)
     share = rule.blame_max_share if rule is not None else DEFAULT_MAX_SHARE
-    found = blame_nodes(signals, allocation, max_share=share)
+    found = blame_nodes(signals, allocation, unhealthy, max_share=share)
     if not found.blamed and outcome.exit_code == MEGATRON_RERUN_EXIT and outcome.node:
         # Megatron's rerun machinery asks for "a different GPU": a one-node job leaves its node.
         rerun = Blame(outcome.node, "Megatron's rerun state machine exited 16 (rerun elsewhere)", "log")
@@ -281,6 +304,7 @@ def history_from(decisions: Sequence[PastDecision], attempt_no: int, iteration: 
                 error_type=ev.error_type,
                 iteration=ev.iteration,
                 override_set=ev.override_set,
+                failed_load_iteration=ev.failed_load_iteration,
             )
         )
         excluded.extend(n for n in ev.exclude_nodes if n not in excluded)

@@ -51,6 +51,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from oellm_autoexp.core.checkpoint.disk import DiskSpace
 from oellm_autoexp.core.decide.node_blame import DEFAULT_MAX_SHARE
 from oellm_autoexp.core.decide.spend import Spend, SpendLimits, budget_reason
 from oellm_autoexp.core.jobs.job_state import JobState
@@ -233,6 +234,7 @@ class RestartRecord:
     error_type: str | None = None  # the classifier's root cause, if any
     iteration: int | None = None  # the highest iteration the ended attempt had reached
     override_set: int | None = None  # the rule's override set it applied (1-based), if any
+    failed_load_iteration: int | None = None  # the checkpoint it quarantined: the attempt failed loading it
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,7 @@ class RestartHistory:
     iteration: int | None = None  # the highest iteration this attempt reached
     excluded_nodes: tuple[str, ...] = ()  # nodes already excluded on resubmit
     spent: Spend | None = None  # what all attempts spent so far (None: not measured)
+    checkpoint_disk: DiskSpace | None = None  # the checkpoint dir's free space, read after a failed save
 
 
 @dataclass(frozen=True)

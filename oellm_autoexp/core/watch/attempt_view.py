@@ -24,6 +24,12 @@ opens a recovery window (`recovery_window_s`) instead. A new high-water mark of
 the iteration counter inside the window means the launcher healed the job: the
 fatal state is cleared and the recovery is reported (`take_recoveries`). If the
 counter does not pass its old best within the window, the verdict comes as usual.
+
+An uncaught exception that does not end its process. The catch-all exception line is not a
+fatal line (a run may catch and log one), but the lines only an uncaught exception prints (a
+`[rankN]:` excepthook traceback, torchrun's Root Cause block: core/classify/uncaught.py) open the
+settle window like one. A progress line read after it withdraws it (the run went on); none
+within the window, and it is judged like any other fatal line.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from datetime import UTC, datetime
 from oellm_autoexp.core.classify.classifier import Classifier, ProgressMark
 from oellm_autoexp.core.classify.root_cause import SILENT_DEATH_PATTERN, log_cause, root_cause
 from oellm_autoexp.core.classify.signals import PatternSet, Signal, SignalPattern
+from oellm_autoexp.core.classify.uncaught import ROOT_CAUSE_HEADER, is_uncaught_exception
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.watch import progress
@@ -139,6 +146,9 @@ class AttemptView:
         self.log_stride: int | None = None  # iterations between the last two new highs (the log interval)
         self._best_before_fatal: int | None = None  # the high-water mark when the window opened
         self._recoveries: list[Recovery] = []
+        # first_fatal is an uncaught exception's line that a progress line would withdraw
+        self._withdrawable = False
+        self._root_cause_header: int | None = None  # line number of torchrun's last Root Cause header
         self._kept_times: list[float] = []  # when each of classifier.signals was read
 
     # -- reading ---------------------------------------------------------------------------------
@@ -249,17 +259,37 @@ class AttemptView:
                     tracker, pending = progress.advance_iterations(tracker, pending), []
                 if event is not None:
                     tracker = progress.advance(tracker, event, at)
+            if event is not None and self._is_withdrawn_by(signal.line_no):
+                self.first_fatal, self._withdrawable = None, False  # the run went on
             if isinstance(event, progress.Iteration):
                 self._on_iteration(event.iteration, at, after_gap=event.after_gap)
                 total = signal.groups.get("train_iters")
                 if total is not None and total.isdigit():
                     self.total_iterations = int(total)
-            if isinstance(signal, Signal) and signal.is_fatal and self.first_fatal is None:  # a mark never is
-                self.first_fatal = FatalMark(signal, at)
-                self._best_before_fatal = self.best_iteration
+            if isinstance(signal, Signal):  # a mark is never fatal
+                self._note_fatal(signal, at)
         if pending:
             tracker = progress.advance_iterations(tracker, pending)
         self.tracker = tracker
+
+    def _is_withdrawn_by(self, progress_line_no: int) -> bool:
+        """A progress line after a pending uncaught exception's line: whatever printed it went on."""
+        fatal = self.first_fatal
+        return self._withdrawable and fatal is not None and progress_line_no > fatal.signal.line_no
+
+    def _note_fatal(self, signal: Signal, at: float) -> None:
+        """Keep the first fatal line (or uncaught exception's line); a fatal line confirms the latter."""
+        if signal.pattern == ROOT_CAUSE_HEADER:
+            self._root_cause_header = signal.line_no
+        if signal.is_fatal:
+            if self.first_fatal is None:
+                self.first_fatal = FatalMark(signal, at)
+                self._best_before_fatal = self.best_iteration
+            self._withdrawable = False  # its settle window, if open, keeps its start
+        elif self.first_fatal is None and is_uncaught_exception(signal, self._root_cause_header):
+            self.first_fatal = FatalMark(signal, at)
+            self._best_before_fatal = self.best_iteration
+            self._withdrawable = True
 
     def _on_iteration(self, iteration: int, now: float, *, after_gap: bool = False) -> None:
         if self.best_iteration is None or iteration > self.best_iteration:
@@ -314,6 +344,11 @@ class AttemptView:
         notes = (
             [] if cause is self.first_fatal.signal else [f"first fatal line: {self.first_fatal.signal.line}"]
         )
+        if self._withdrawable:
+            notes.append(
+                f"uncaught exception (line {self.first_fatal.signal.line_no}) and no progress line "
+                f"in the {due - self.first_fatal.at_s:.0f} s after it"
+            )
         if self.early.in_job_restarts:
             notes.append(self._window_closed())
         observed = "; ".join(notes) or None

@@ -40,6 +40,9 @@ class Evidence:
     blame_withheld: str | None = None  # why no node was blamed although lines named nodes
     override_set: int | None = None  # the rule's override set the next attempt runs with (1-based)
     overrides: tuple[str, ...] = ()  # that set's `key.path=value` entries
+    failed_load_iteration: int | None = (
+        None  # the checkpoint the attempt failed to load (quarantined on restart)
+    )
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

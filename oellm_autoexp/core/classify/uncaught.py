@@ -1,0 +1,53 @@
+"""Which exception lines say a rank died of an uncaught exception. No I/O.
+
+The catch-all exception line (`RuntimeError: ...`, pattern `python_exception`) is also printed
+by runs that catch an exception and log it, so alone it never ends an attempt
+(`Signal.is_fatal`): it counts once the launcher tears the job down, or at the job's end. A rank
+that raised but whose process does not exit (a stuck `destroy_process_group`, an atexit hook, a
+non-daemon thread, a failed async checkpoint writer) then leaves the attempt idle until the hang
+limit. Two kinds of line are printed for an uncaught exception alone:
+
+- torch.distributed's excepthook (installed by `init_process_group`) prefixes every line of an
+  uncaught exception's traceback with `[rankN]: `; a logged, caught one has no such prefix
+  (torchrun's `--tee` prefix is `[default0]:`, not `[rank0]:`);
+- torchrun's Root Cause block (the elastic error file's traceback) ends in the failed rank's
+  exception line.
+
+Such a line is final once the process stops making progress: core/watch/attempt_view.py opens
+the settle window at it, as at any fatal line, and withdraws it when a progress line follows
+within the window (whatever printed it went on training).
+"""
+
+from __future__ import annotations
+
+import re
+
+from oellm_autoexp.core.classify.classifier import strip_prefix
+from oellm_autoexp.core.classify.signals import Signal
+
+# torch.distributed's excepthook prefix, possibly behind a launcher's (srun's `0: `).
+_EXCEPTHOOK_PREFIX = re.compile(r"\[rank\d+\]:")
+ROOT_CAUSE_HEADER = "torchrun_root_cause_header"  # the pattern of `Root Cause (first observed failure):`
+ROOT_CAUSE_SPAN_LINES = (
+    60  # the block's lines after its header: time, host, rank, exitcode, error file, traceback
+)
+
+
+def has_excepthook_prefix(line: str) -> bool:
+    """The line carries torch.distributed's `[rankN]:` excepthook prefix."""
+    body, _rank = strip_prefix(line)
+    prefix = line[: len(line) - len(body)]
+    return _EXCEPTHOOK_PREFIX.search(prefix) is not None
+
+
+def is_uncaught_exception(signal: Signal, root_cause_header_line_no: int | None) -> bool:
+    """A catch-all exception line that only an uncaught exception prints.
+
+    `root_cause_header_line_no`: the line number of the last Root Cause header read (None: none).
+    """
+    if not signal.fallback or signal.error_type is None or signal.teardown:
+        return False
+    if has_excepthook_prefix(signal.line):
+        return True
+    header = root_cause_header_line_no
+    return header is not None and 0 < signal.line_no - header <= ROOT_CAUSE_SPAN_LINES

@@ -1,0 +1,125 @@
+"""An uncaught exception whose process lingers is judged once the settle window passes with no
+progress (core/classify/uncaught.py, core/watch/attempt_view.py); a logged, handled one is not."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+from oellm_autoexp.core.classify.signals import Signal
+from oellm_autoexp.core.classify.uncaught import has_excepthook_prefix, is_uncaught_exception
+from oellm_autoexp.core.decide.judge import judge
+from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, load_policy
+from oellm_autoexp.core.watch.attempt_view import AttemptView, EarlySettings
+from oellm_autoexp.core.watch.verdict import Trigger
+from tests.paths import REPO
+
+PATTERNS = load_patterns(["megatron_production"])
+TRANSIENT = load_policy(yaml.safe_load((REPO / "config" / "restart" / "megatron_transient.yaml").read_text()))
+
+
+def iteration(i: int) -> str:
+    return f" [2026-11-22 04:21:0{i % 10}] iteration        {i}/      12 | lm loss: 5.0E+00 |"
+
+
+# torch.distributed's excepthook: every line of an uncaught exception's traceback prefixed.
+UNCAUGHT = [
+    "[rank0]: Traceback (most recent call last):",
+    '[rank0]:   File "train.py", line 10, in <module>',
+    "[rank0]:     raise RuntimeError('async checkpoint writer failed')",
+    "[rank0]: RuntimeError: async checkpoint writer failed",
+]
+# logging.exception of a caught one: the same traceback without the prefix.
+HANDLED = [
+    "ERROR:root:sample 17 failed, skipped",
+    "Traceback (most recent call last):",
+    '  File "train.py", line 10, in <module>',
+    "ValueError: bad sample 17",
+]
+
+
+def view(settle_s: float = 5.0) -> AttemptView:
+    v = AttemptView(PATTERNS, early=EarlySettings(settle_s=settle_s))
+    v.mark_running(0.0)
+    v.read([iteration(1), iteration(2)], 1.0)
+    return v
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("[rank0]: RuntimeError: boom", True),
+        ("0: [rank3]: RuntimeError: boom", True),  # srun --label in front of the excepthook's prefix
+        ("[default0]:RuntimeError: boom", False),  # torchrun --tee prints caught ones too
+        ("0: RuntimeError: boom", False),
+        ("RuntimeError: boom [rank0]:", False),
+    ],
+)
+def test_the_excepthook_prefix(line: str, expected: bool) -> None:
+    """Only torch.distributed's `[rankN]:` prefix, at the line's start, marks an uncaught exception."""
+    assert has_excepthook_prefix(line) is expected
+
+
+def test_a_specific_root_is_no_uncaught_candidate() -> None:
+    """The catch-all alone: a specific root (already fatal) or a teardown line is not re-judged here."""
+    oom = Signal(
+        pattern="cuda_oom", error_type="oom", subsystem="cuda", role="root", line="[rank0]: x", line_no=3
+    )
+    assert not is_uncaught_exception(oom, None)
+
+
+def test_an_uncaught_exception_that_lingers_is_judged_after_the_settle_window() -> None:
+    """The traceback opens the settle window at its exception line; no progress after it: judged on it."""
+    v = view(settle_s=5.0)
+    v.read(UNCAUGHT, 10.0)
+    assert v.fatal_due_s() == 15.0
+    assert v.fatal_verdict(14.9) is None
+    verdict = v.fatal_verdict(15.0)
+    assert verdict is not None and verdict.trigger is Trigger.FATAL_LINE
+    assert verdict.cause is not None and verdict.cause.line == UNCAUGHT[-1]
+    assert verdict.observed is not None and "no progress line" in verdict.observed
+    j = judge(TRANSIENT, verdict, RestartHistory(iteration=v.last_iteration))
+    assert j.decision.action is DecisionAction.STOP  # an exception, as at the job's end
+    assert j.evidence.first_fatal_line == UNCAUGHT[-1] and j.evidence.after_first_fatal_s == 5.0
+
+
+def test_progress_after_the_exception_withdraws_it() -> None:
+    """The run went on (iterations after it within the window): nothing is decided, ever, from that line."""
+    v = view(settle_s=5.0)
+    v.read(UNCAUGHT, 10.0)
+    v.read([iteration(3)], 12.0)
+    assert v.fatal_due_s() is None and v.fatal_verdict(100.0) is None
+
+
+def test_progress_in_the_same_read_withdraws_it() -> None:
+    """A traceback and the next iteration read together: the later line withdraws the earlier one."""
+    v = view(settle_s=5.0)
+    v.read([*UNCAUGHT, iteration(3)], 10.0)
+    assert v.fatal_due_s() is None
+
+
+def test_a_handled_traceback_opens_no_window() -> None:
+    """A caught exception logged with its traceback: no window, however long the run is quiet after it."""
+    v = view(settle_s=5.0)
+    v.read(HANDLED, 10.0)
+    assert v.fatal_due_s() is None and v.fatal_verdict(1000.0) is None
+
+
+def test_a_fatal_line_after_it_keeps_the_window_and_is_not_withdrawn() -> None:
+    """A fatal line (OOM) after the traceback confirms it: progress no longer withdraws, the window keeps its start."""
+    v = view(settle_s=5.0)
+    v.read(UNCAUGHT, 10.0)
+    v.read(["[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."], 11.0)
+    v.read([iteration(3)], 12.0)
+    verdict = v.fatal_verdict(15.0)
+    assert verdict is not None and verdict.cause is not None and verdict.cause.error_type == "oom"
+
+
+def test_a_later_uncaught_exception_opens_a_new_window() -> None:
+    """Withdrawn once, a second uncaught exception with nothing after it is judged from its own line."""
+    v = view(settle_s=5.0)
+    v.read(UNCAUGHT, 10.0)
+    v.read([iteration(3)], 11.0)
+    v.read(UNCAUGHT, 20.0)
+    assert v.fatal_due_s() == 25.0 and v.fatal_verdict(25.0) is not None
