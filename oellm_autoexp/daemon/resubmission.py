@@ -20,6 +20,7 @@ from oellm_autoexp.adapters.fs.disk_space import Statvfs, disk_space
 from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, JobStatus, SQLiteStore
 from oellm_autoexp.backends.build import checkpoint_dir
 from oellm_autoexp.core.checkpoint.disk import DiskSpace, is_save_failure, space_warning
+from oellm_autoexp.core.checkpoint.load_failure import short
 from oellm_autoexp.core.checkpoint.rollback import rollback_line
 from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.exclusions import active_nodes, exclude_list
@@ -115,7 +116,7 @@ def failed_load_of(store: SQLiteStore, rt: JobRuntime, latest: AttemptInfo | Non
         if d.attempt_id != latest.id or d.action != DecisionAction.RESTART.value:
             continue
         evidence = Evidence.from_json(d.evidence)
-        why = evidence.lines[0].strip() if evidence.lines else d.reason
+        why = short(evidence.lines[0]) if evidence.lines else d.reason
         return {} if evidence.failed_load_iteration is None else {evidence.failed_load_iteration: why}
     return {}
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from oellm_autoexp.core.classify.classifier import strip_prefix
 from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.policy import Decision, DecisionAction, RestartHistory
 
@@ -31,6 +32,7 @@ LOADING_PATTERN = "checkpoint_loading"  # ` loading checkpoint from DIR at itera
 LOADER_FRAME_PATTERN = "checkpoint_load_frame"  # a traceback frame inside a checkpoint loader
 NAN_AFTER_RESUME_ITERATIONS = 3  # NaN/Inf this soon after a load blames the checkpoint
 LOADER_ERROR_TYPES = frozenset({"exception", "config_error"})  # what a broken load raises
+MAX_LINE_CHARS = 160  # of a log line quoted in a reason
 RULE = "checkpoint_load_rollback"  # the Decision's rule (no restart rule's budget is charged)
 
 
@@ -45,8 +47,14 @@ class LoadFailure:
 
     def describe(self) -> str:
         return (
-            f"checkpoint iteration {self.iteration} in {self.directory} ({self.why}: {self.evidence.strip()})"
+            f"checkpoint iteration {self.iteration} in {self.directory} ({self.why}: {short(self.evidence)})"
         )
+
+
+def short(line: str) -> str:
+    """A log line for a reason: without its rank prefix, cut at MAX_LINE_CHARS (torch's messages run long)."""
+    body = strip_prefix(line)[0].strip()
+    return body if len(body) <= MAX_LINE_CHARS else body[: MAX_LINE_CHARS - 3] + "..."
 
 
 def load_failure(
@@ -82,7 +90,7 @@ def load_failure(
             iteration,
             directory,
             cause.line,
-            f"traceback through the checkpoint loader ({frame.line.strip()})",
+            f"traceback through the checkpoint loader ({short(frame.line)})",
         )
     return None
 
