@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,9 @@ def experiment(name: str, work: Path, args: list[str], device: str, nproc: int) 
     """One scenario's experiment file. Each gets its own rendezvous port: the local executor numbers
     jobs per state dir, so the port derived from the job number would be the same for all."""
     out = work / name
-    port = 21000 + 50 * len(list(work.glob("*/experiment.yaml")))
+    # From the name, not from how many scenarios exist yet: two launchers started at once (faults
+    # and paused, side by side) counted the same and gave two runs one port (EADDRINUSE).
+    port = 21000 + 50 * (zlib.crc32(name.encode()) % 300)
     out.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {
         "defaults": [

@@ -25,8 +25,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 S=scripts/device/gpu_scenarios.py
 { date -u; nvidia-smi -L; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())'; } > "$OUT/env.txt" 2>&1
 
-OUT=$OUT scripts/device/preflight_gpu.sh > "$W/preflight.out" 2>&1
-echo "preflight_gpu.sh exited $?" >> "$OUT/env.txt"
+if [ "${PREFLIGHT:-1}" = 1 ]; then
+  OUT=$OUT scripts/device/preflight_gpu.sh > "$W/preflight.out" 2>&1
+  echo "preflight_gpu.sh exited $?" >> "$OUT/env.txt"
+fi
 
 python3 $S faults "$W" --nproc 1 --timeouts 30 --faults "$FAULTS" --limit-s "${LIMIT_S:-330}" > "$W/faults.out" 2>&1 &
 python3 $S paused "$W" --nproc 1 --pause-s "${PAUSE_S:-75}" --limit-s "${LIMIT_S:-330}" > "$W/paused.out" 2>&1 &
