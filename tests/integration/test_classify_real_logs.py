@@ -89,6 +89,10 @@ EXPECTED: dict[str, tuple[str | None, int | None, str | None]] = {
     "gpu_monitor_1gpu/kill_1rank.log": ("killed", None, None),
     "gpu_monitor_1gpu/segv_1rank.log": ("segfault", None, None),
     "gpu_monitor_1gpu/nan_1rank.log": ("numerical_instability", 0, None),
+    # issue 27: rank 0 raised and did not exit (workload fault raise_and_linger), one H100
+    "gpu_monitor_1gpu/linger_1rank.log": ("exception", 0, None),
+    # issue 25: a healthy run whose MONITOR was SIGSTOPped 75 s mid-run (gpu_scenarios.py paused)
+    "gpu_monitor_1gpu/healthy_paused_1rank.log": (None, None, None),
     # megatron-core on 2 x H200 under the monitor (scripts/device/megatron_autoexp.sh)
     "megatron_autoexp/kill9_attempt1.log": ("killed", None, None),  # torchrun's teardown, rank 1 silent
     "megatron_autoexp/oom_attempt1.log": ("oom", 0, None),

@@ -31,6 +31,8 @@ EXPECTED: dict[
     "hang": ("restart", None, {"hang", "nccl_timeout"}, "hang"),
     "nan": ("stop", PERMANENT.format("numerical_instability"), {"numerical_instability"}, None),
     "healthy": ("stop", "Job completed successfully", {None}, "success"),  # no fatal line at all
+    # a rank that raised and lingers: judged on its exception line once the settle window passed
+    "linger": ("stop", PERMANENT.format("exception"), {"exception"}, None),
 }
 
 
