@@ -258,8 +258,8 @@ def start_monitor_run(experiment: Path, workdir: Path) -> MonitorRun:
     """Plan the experiment, create the session and submit first attempts, start the Monitor."""
     from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
     from oellm_autoexp.config.experiment import load_jobs
-    from oellm_autoexp.core.plan.plan import build_plans
     from oellm_autoexp.daemon.session import start_session
+    from oellm_autoexp.plan.plan import build_plans
 
     plans = build_plans(load_jobs(str(experiment), [], []), str(workdir))
     state = workdir / "state"

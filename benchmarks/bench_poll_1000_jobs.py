@@ -154,8 +154,8 @@ def start_polled_run(experiment: Path, work: Path) -> PolledRun:
     """start_monitor_run (benchmarks/_common.py), with the polled Monitor."""
     from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
     from oellm_autoexp.config.experiment import load_jobs
-    from oellm_autoexp.core.plan.plan import build_plans
     from oellm_autoexp.daemon.session import start_session
+    from oellm_autoexp.plan.plan import build_plans
 
     plans = build_plans(load_jobs(str(experiment), [], []), str(work))
     state = work / "state"

@@ -115,8 +115,8 @@ def latencies(store: Any, session_id: int) -> dict[str, float]:
 def run_row(key: str, trials: list[str], out: Report) -> dict[str, Any]:
     from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
     from oellm_autoexp.config.experiment import load_jobs
-    from oellm_autoexp.core.plan.plan import build_plans
     from oellm_autoexp.daemon.session import start_session
+    from oellm_autoexp.plan.plan import build_plans
 
     label, restart, monitored = ROWS[key]
     with tempfile.TemporaryDirectory(prefix=f"autoexp-bench-{key}-") as tmp:

@@ -9,7 +9,7 @@ see the same kind of cluster. Trials alternate:
 - one strategy (the baseline: what `autoexp` did before, one shape to the first-choice partition
   a100): submit, poll squeue, time until RUNNING;
 - fan-out over three (a100, h100, a100_spill): the same poll through the same code the monitor
-  uses (one squeue for all candidates, core/plan/fanout_pick.py `pick`, ONE scancel for the losers);
+  uses (one squeue for all candidates, plan/fanout_pick.py `pick`, ONE scancel for the losers);
   time until the first RUNNING. The losers' cancels are counted: never two left running.
 
     python benchmarks/bench_time_to_gpu.py [--quick] [--trials N]
@@ -29,7 +29,7 @@ from _common import Report, parse_args, require_slurm, save_result, scancel, sum
 
 from oellm_autoexp.adapters.executors.slurm import SlurmExecutor
 from oellm_autoexp.core.jobs.job_state import JobState
-from oellm_autoexp.core.plan.fanout_pick import pick
+from oellm_autoexp.plan.fanout_pick import pick
 
 PARTITIONS = ("a100", "h100", "a100_spill")
 # Load per partition: (queued jobs kept waiting, job length range in s). The first choice is the busiest.

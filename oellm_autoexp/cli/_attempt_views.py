@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from oellm_autoexp.core.plan.segments import elapsed_s, format_wait
+from oellm_autoexp.plan.segments import elapsed_s, format_wait
 
 if TYPE_CHECKING:
     from oellm_autoexp.adapters.store.reader import StoreReader
@@ -25,7 +25,7 @@ def attempt_strategy_rows(store: StoreReader, session_id: int) -> list[dict[str,
     won = store.won_candidates(session_id)
     if not won:
         return rows
-    from oellm_autoexp.core.plan.strategies import gpu_type_warning, stored_strategy  # only with strategies
+    from oellm_autoexp.plan.strategies import gpu_type_warning, stored_strategy  # only with strategies
 
     names = store.job_names(session_id)
     for attempt in store.attempts_for_session(session_id):

@@ -6,9 +6,9 @@ import argparse
 import os
 
 from oellm_autoexp.config.experiment import load_jobs
-from oellm_autoexp.core.plan.attempt_plan import check_override_sets
-from oellm_autoexp.core.plan.plan import JobPlan, build_plans
 from oellm_autoexp.daemon.session import restart_policy
+from oellm_autoexp.plan.attempt_plan import check_override_sets
+from oellm_autoexp.plan.plan import JobPlan, build_plans
 
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:

@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from oellm_autoexp.adapters.executors.slurm import SlurmExecutor
-from oellm_autoexp.core.plan.plan import JobPlan
-from oellm_autoexp.core.plan.strategy_plan import has_strategies
 from oellm_autoexp.daemon.fanout import estimate_all
+from oellm_autoexp.plan.plan import JobPlan
+from oellm_autoexp.plan.strategy_plan import has_strategies
 
 PLAN_COLUMNS = ("rank", "strategy", "partition", "gpu", "shape", "time", "cost_su", "start")
 

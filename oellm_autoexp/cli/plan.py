@@ -11,7 +11,7 @@ from oellm_autoexp.adapters.executors.slurm import SlurmExecutor
 from oellm_autoexp.cli._common import add_config_args, load_plans
 from oellm_autoexp.cli._strategy_views import PLAN_COLUMNS, plan_strategy_rows
 from oellm_autoexp.cli._views import render_table
-from oellm_autoexp.core.plan.plan import JobPlan
+from oellm_autoexp.plan.plan import JobPlan
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

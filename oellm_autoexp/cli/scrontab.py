@@ -21,9 +21,9 @@ from oellm_autoexp.adapters.executors.monitor_job import (
     write_scrontab,
 )
 from oellm_autoexp.cli._sessions import active_sessions, find_session, latest_session, open_store
-from oellm_autoexp.core.plan.monitor_job import merge_scrontab, scrontab_block
 from oellm_autoexp.daemon.supervisor import monitor_job_spec, session_settings
 from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.monitor_job import merge_scrontab, scrontab_block
 
 # Set on the scrontab line when set here: a scron job does not get the login shell's environment.
 PASSED_ENV = ("PYTHONPATH", "SLURM_CONF", "AUTOEXP_CONFIG_DIR", "AUTOEXP_SLURM_TIMEOUT_S")

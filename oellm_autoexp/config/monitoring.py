@@ -27,7 +27,7 @@ CANCEL_RETRY_S = 5.0
 
 
 class SupervisorSlurmSettings(BaseModel):
-    """The monitor's own Slurm job (`supervisor: slurm`; core/plan/monitor_job.py, docs/supervision.md)."""
+    """The monitor's own Slurm job (`supervisor: slurm`; plan/monitor_job.py, docs/supervision.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -1,7 +1,7 @@
 """Command-line overrides `key.path=value` (and `+key=value`): parsed and applied to a config mapping.
 
 Pure: text and mappings in, mappings out; no files, no environment. Used by composing
-(config/loader.py) and by an attempt's plan (core/plan/attempt_plan.py: the override set a
+(config/loader.py) and by an attempt's plan (plan/attempt_plan.py: the override set a
 restart rule chose), which must not reach the loader's file reading.
 """
 

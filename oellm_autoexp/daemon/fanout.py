@@ -1,12 +1,12 @@
 """Fan-out: one attempt submitted as its best K strategies at once; the first to run wins.
 
 The submitter records the attempt's intent (tag T) as always, then hands it here (`launch`):
-every strategy variant is estimated with `sbatch --test-only` (core/plan/strategies.py ranks them),
+every strategy variant is estimated with `sbatch --test-only` (plan/strategies.py ranks them),
 and the best K are submitted, each with its own intent recorded first and its own tag
 (`T-c1`, `T-c2`...; adapters/store/candidates.py). Each poll the monitor adds the open
 candidates to its one squeue call and calls `settle`: the first candidate to run becomes the
 attempt's job (the attempt is confirmed with its id) and every other one is cancelled in that
-poll with ONE scancel (core/plan/fanout_pick.py: never two running for one attempt). A decision row
+poll with ONE scancel (plan/fanout_pick.py: never two running for one attempt). A decision row
 says which won and how long each waited; the winner's allocated GPU type is checked against
 the one its strategy expects (`scontrol show job -d`), with a warning when they differ.
 
@@ -33,9 +33,11 @@ from oellm_autoexp.adapters.store.candidates import (
 )
 from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, Intent, SQLiteStore
 from oellm_autoexp.core.jobs.job_record import JobRecord
-from oellm_autoexp.core.plan.fanout_pick import pick
-from oellm_autoexp.core.plan.plan import JobPlan, log_path_for
-from oellm_autoexp.core.plan.strategies import (
+from oellm_autoexp.daemon.clock import utc
+from oellm_autoexp.daemon.watch import JobRuntime
+from oellm_autoexp.plan.fanout_pick import pick
+from oellm_autoexp.plan.plan import JobPlan, log_path_for
+from oellm_autoexp.plan.strategies import (
     Candidate,
     Strategy,
     best_per_strategy,
@@ -44,14 +46,12 @@ from oellm_autoexp.core.plan.strategies import (
     rank,
     stored_strategy,
 )
-from oellm_autoexp.core.plan.strategy_plan import (
+from oellm_autoexp.plan.strategy_plan import (
     has_strategies,
     job_strategies,
     submission_args,
     variants,
 )
-from oellm_autoexp.daemon.clock import utc
-from oellm_autoexp.daemon.watch import JobRuntime
 
 FANOUT_ACTION = "none"  # a decision row no budget counts: the race is a fact, not a restart
 CANCEL_TRIES = 10  # polls a failed cancel of a losing candidate is retried before it is left to the user

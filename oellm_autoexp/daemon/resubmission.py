@@ -20,19 +20,19 @@ from oellm_autoexp.adapters.fs.disk_space import Statvfs, disk_space
 from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, JobStatus, SQLiteStore
 from oellm_autoexp.backends.build import checkpoint_dir
 from oellm_autoexp.core.checkpoint.disk import DiskSpace, is_save_failure, space_warning
-from oellm_autoexp.core.checkpoint.load_failure import short
 from oellm_autoexp.core.checkpoint.rollback import rollback_line
 from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.exclusions import active_nodes, exclude_list
+from oellm_autoexp.core.decide.load_failure import short
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.decide.spend import Spend, total_spend, usage_from_attempts
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth
-from oellm_autoexp.core.plan.plan import JobPlan, configured_exclude
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.outcome import OutcomeKind
 from oellm_autoexp.core.watch.verdict import Verdict
 from oellm_autoexp.daemon.watch import JobRuntime
+from oellm_autoexp.plan.plan import JobPlan, configured_exclude
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def unhealthy_after(rt: JobRuntime, verdict: Verdict, allocation: Sequence[str])
 
 def failed_load_of(store: SQLiteStore, rt: JobRuntime, latest: AttemptInfo | None) -> dict[int, str]:
     """The checkpoint the last attempt failed to load (iteration -> the decision's reason), if its
-    restart said so (core/checkpoint/load_failure.py): the rollback quarantines it."""
+    restart said so (core/decide/load_failure.py): the rollback quarantines it."""
     if latest is None:
         return {}
     for d in reversed(store.decisions_for_job(rt.job.id)):

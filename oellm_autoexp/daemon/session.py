@@ -20,9 +20,9 @@ from oellm_autoexp.config.loader import shipped_config_dir
 from oellm_autoexp.config.models import RootConfig
 from oellm_autoexp.config.monitoring import split_monitoring
 from oellm_autoexp.core.decide.policy import RestartPolicy, load_policy
-from oellm_autoexp.core.plan.plan import JobPlan
 from oellm_autoexp.daemon.submitter import Submitter
 from oellm_autoexp.daemon.watch import JobRuntime
+from oellm_autoexp.plan.plan import JobPlan
 
 DEFAULT_POLICY = "default"  # config/restart/default.yaml when an experiment names none
 

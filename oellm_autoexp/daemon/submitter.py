@@ -1,6 +1,6 @@
 """Submitting attempts without ever submitting one twice.
 
-Each attempt is rendered from the job's stored config (core/plan/attempt_plan.py): its
+Each attempt is rendered from the job's stored config (plan/attempt_plan.py): its
 number and the previous attempt's cause in its environment, and the override set
 of the last adaptive restart applied.
 
@@ -29,14 +29,14 @@ from oellm_autoexp.adapters.store.buffer import is_disk_full
 from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, Intent, SQLiteStore
 from oellm_autoexp.core.decide.judge import attempt_overrides, previous_cause
 from oellm_autoexp.core.jobs.job_status import JobStatus
-from oellm_autoexp.core.plan.attempt_plan import attempt_plan
-from oellm_autoexp.core.plan.plan import JobPlan, log_path_for
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.fanout import FanOut
 from oellm_autoexp.daemon.fanout import applies as fanout_applies
 from oellm_autoexp.daemon.successor import Successors, stop_env
 from oellm_autoexp.daemon.watch import JobRuntime, past_decisions
 from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.attempt_plan import attempt_plan
+from oellm_autoexp.plan.plan import JobPlan, log_path_for
 
 
 class IntentUnsettled(Exception):
@@ -176,7 +176,7 @@ class Submitter:
             self._retry_later(rt, exclude_nodes, now, str(exc))
 
     def _attempt_plan(self, rt: JobRuntime, attempt_no: int) -> JobPlan | None:
-        """The attempt's own plan (core/plan/attempt_plan.py); None, and the job stopped, if it cannot be made.
+        """The attempt's own plan (plan/attempt_plan.py); None, and the job stopped, if it cannot be made.
 
         Override sets were checked when the session started, so this only fails for a
         session started by an older autoexp or a config changed under it.

@@ -46,11 +46,11 @@ from oellm_autoexp.core.jobs.attempt_pick import (
     unended_of,
 )
 from oellm_autoexp.core.jobs.job_state import JobState, is_alive
-from oellm_autoexp.core.plan.attempt_plan import attempt_plan
-from oellm_autoexp.core.plan.plan import log_path_for
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.watch import JobRuntime, past_decisions
 from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.attempt_plan import attempt_plan
+from oellm_autoexp.plan.plan import log_path_for
 
 STOP_DIR = "stop"  # under the state dir: one stop file per stopped job
 

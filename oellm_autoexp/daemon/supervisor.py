@@ -29,10 +29,10 @@ from oellm_autoexp.adapters.executors.monitor_job import (
 )
 from oellm_autoexp.adapters.store.sqlite_store import MonitorLockHeld, SessionStatus, SQLiteStore
 from oellm_autoexp.config.monitoring import MonitorSettings, SupervisorSlurmSettings, split_monitoring
-from oellm_autoexp.core.plan.monitor_job import MonitorJobSpec, monitor_job_name
 from oellm_autoexp.daemon.session import plan_from_dict
 from oellm_autoexp.daemon.session_lock import STALE_AFTER_S, SessionLocks
 from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.monitor_job import MonitorJobSpec, monitor_job_name
 
 STANDBY_S = 30.0  # a monitor job that found the session held by another monitor tries again this often
 SCRIPT_NAME = "monitor-{session}.sbatch"  # in the state dir

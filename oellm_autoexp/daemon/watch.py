@@ -13,10 +13,10 @@ from oellm_autoexp.config.monitoring import MonitorSettings
 from oellm_autoexp.core.decide.judge import PastDecision, history_from
 from oellm_autoexp.core.decide.policy import RestartHistory, RestartPolicy
 from oellm_autoexp.core.jobs.job_state import JobState
-from oellm_autoexp.core.plan.plan import JobPlan
 from oellm_autoexp.core.replay.read_times import ReadMark
 from oellm_autoexp.core.watch.attempt_view import AttemptView, EarlySettings
 from oellm_autoexp.core.watch.evidence import Evidence
+from oellm_autoexp.plan.plan import JobPlan
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ python3 - "$W" <<'EOF'
 import sys
 from pathlib import Path
 from oellm_autoexp.config.experiment import load_jobs
-from oellm_autoexp.core.plan.plan import build_plans
+from oellm_autoexp.plan.plan import build_plans
 (plan,) = build_plans(load_jobs(Path("config/experiments/megatron_tiny_local.yaml"),
                                 ["slurm.master_port=29650"], environ={}), sys.argv[1])
 Path(plan.script_path).parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 # The pre-flight check (docs/preflight.md) on a real GPU, in ONE call of the device tool:
 #   1. the acceptance suite's own bf16 GEMM figure (workloads/acceptance.py, one process);
 #   2. the pre-flight as the batch script runs it, with the shipped group's floors
-#      (config/preflight/default.yaml -> core/plan/preflight_step.py): figures beside (1);
+#      (config/preflight/default.yaml -> plan/preflight_step.py): figures beside (1);
 #   3. the same with a concurrent bf16 GEMM loop on the same GPU (a "slow" GPU): caught by the
 #      absolute floor (one node), and by the median when judged beside the clean result of (2)
 #      as a second node;
@@ -45,7 +45,7 @@ run() {
 }
 
 # The pre-flight's argv exactly as the batch script gets it, from the shipped group.
-# (With pydantic, from .whl as for gpu_autoexp.sh, it is core/plan/preflight_step.py's own argv;
+# (With pydantic, from .whl as for gpu_autoexp.sh, it is plan/preflight_step.py's own argv;
 # without it, the same flags read from the YAML here.)
 if [ -d .whl ] && ! python3 -c 'import pydantic' 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
@@ -56,7 +56,7 @@ import yaml
 data = yaml.safe_load(open("config/preflight/default.yaml"))
 try:
     from oellm_autoexp.config.models import PreflightConfig
-    from oellm_autoexp.core.plan.preflight_step import preflight_argv
+    from oellm_autoexp.plan.preflight_step import preflight_argv
     argv = list(preflight_argv(PreflightConfig.model_validate(data), "UNUSED")[3:])  # drop `python3 -m M`
 except ImportError:
     argv = ["--checks", ",".join(data["checks"]), "--relative-min", str(data["relative_min"]),

@@ -23,7 +23,7 @@ from oellm_autoexp.adapters.executors.factory import make_executor, submit_plan
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import is_terminal
-from oellm_autoexp.core.plan.plan import JobPlan, build_plans, log_path_for
+from oellm_autoexp.plan.plan import JobPlan, build_plans, log_path_for
 from tests.conftest import unavailable
 from tests.integration.test_monitor_slurm import AutoexpEnv, autoexp_environ
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.core.plan.render import ScriptSpec, render_sbatch
+from oellm_autoexp.plan.render import ScriptSpec, render_sbatch
 
 # The worker: sleeps before installing its handler (torch's import, a checkpoint's load), then
 # waits for the warning and says so. USR1 is ignored until then, as under the node wrapper.

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.config.experiment import load_jobs
-from oellm_autoexp.core.plan.plan import build_plans
+from oellm_autoexp.plan.plan import build_plans
 from tests.conftest import REPO_ROOT
 
 pytestmark = [pytest.mark.torch]

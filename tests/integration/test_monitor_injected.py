@@ -21,9 +21,9 @@ from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.strays import TaggedJob
-from oellm_autoexp.core.plan.plan import JobPlan, build_plans, log_path_for
 from oellm_autoexp.daemon.monitor import Monitor
 from oellm_autoexp.daemon.session import create_session
+from oellm_autoexp.plan.plan import JobPlan, build_plans, log_path_for
 
 DEADLINE_S = 30.0
 OOM = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 279.60 GiB."

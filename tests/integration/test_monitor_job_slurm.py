@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from oellm_autoexp.core.plan.monitor_job import monitor_job_name
+from oellm_autoexp.plan.monitor_job import monitor_job_name
 from tests.integration.test_monitor_slurm import AutoexpEnv, sacct_state, slurm_lines, wait_until
 
 pytestmark = pytest.mark.slurm

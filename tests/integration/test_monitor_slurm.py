@@ -32,9 +32,9 @@ from oellm_autoexp.adapters.executors.slurm import SlurmExecutor
 from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, DecisionInfo, JobInfo, SQLiteStore
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.core.jobs.job_state import JobState
-from oellm_autoexp.core.plan.plan import build_plans
 from oellm_autoexp.daemon.session import create_session
 from oellm_autoexp.daemon.submitter import submit_tag
+from oellm_autoexp.plan.plan import build_plans
 
 pytestmark = pytest.mark.slurm
 

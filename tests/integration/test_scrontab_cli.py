@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
-from oellm_autoexp.core.plan.monitor_job import monitor_job_name
+from oellm_autoexp.plan.monitor_job import monitor_job_name
 
 # `scrontab -l` prints the table (or fails like the real one when there is none); `scrontab -` replaces it.
 FAKE_SCRONTAB = """#!/bin/bash

@@ -58,7 +58,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.config.experiment import load_jobs
-from oellm_autoexp.core.plan.plan import build_plans
+from oellm_autoexp.plan.plan import build_plans
 from oellm_autoexp.daemon.session import create_session, job_runtime
 from oellm_autoexp.daemon.submitter import Submitter
 state, out = Path(sys.argv[1]), Path(sys.argv[2])

@@ -24,7 +24,7 @@ from oellm_autoexp.adapters.executors.slurm import SlurmExecutor
 from oellm_autoexp.adapters.store.candidates import candidates_for_attempt
 from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.core.jobs.job_state import JobState
-from oellm_autoexp.core.plan.fanout_pick import pick
+from oellm_autoexp.plan.fanout_pick import pick
 
 pytestmark = [pytest.mark.slurm]
 

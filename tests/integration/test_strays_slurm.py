@@ -14,11 +14,11 @@ from oellm_autoexp.adapters.executors.slurm import SlurmExecutor
 from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.adapters.store.strays import STRAY_ACTION
 from oellm_autoexp.config.experiment import load_jobs
-from oellm_autoexp.core.plan.plan import build_plans
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.session import create_session
 from oellm_autoexp.daemon.strays import StrayNet
 from oellm_autoexp.daemon.submitter import submit_tag
+from oellm_autoexp.plan.plan import build_plans
 from tests.integration.test_monitor_slurm import squeue_state, wait_until
 
 pytestmark = pytest.mark.slurm

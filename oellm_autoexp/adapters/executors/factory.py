@@ -20,8 +20,8 @@ from oellm_autoexp.adapters.fs.atomic_file import write_text_atomic
 from oellm_autoexp.adapters.fs.state_dir import DEFAULT_STATE_DIR as DEFAULT_STATE_DIR
 from oellm_autoexp.adapters.fs.state_dir import STATE_DIR_ENV as STATE_DIR_ENV
 from oellm_autoexp.adapters.fs.state_dir import state_dir as state_dir
-from oellm_autoexp.core.plan.plan import JobPlan, log_path_for
 from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.plan import JobPlan, log_path_for
 
 # Seconds before a hanging sbatch/squeue/sacct/scancel counts as "no answer" (default COMMAND_TIMEOUT_S).
 SLURM_TIMEOUT_ENV = "AUTOEXP_SLURM_TIMEOUT_S"

@@ -1,4 +1,4 @@
-"""The Slurm commands of the monitor's own job (core/plan/monitor_job.py): find, submit, cancel the
+"""The Slurm commands of the monitor's own job (plan/monitor_job.py): find, submit, cancel the
 queued successor, and read or write the user's scrontab. Every call goes through
 `run_slurm_command`, and every submission runs in a scrubbed environment (no SLURM_*, SBATCH_*,
 PMIX_* inherited from the allocation it may be submitted from).
@@ -16,7 +16,7 @@ from oellm_autoexp.adapters.executors.base import ExecutorError
 from oellm_autoexp.adapters.executors.slurm import run_slurm_command
 from oellm_autoexp.adapters.fs.atomic_file import write_text_atomic
 from oellm_autoexp.core.jobs.slurm_parse import parse_sbatch_parsable
-from oellm_autoexp.core.plan.monitor_job import MonitorJobSpec, render_monitor_script, scrubbed_environment
+from oellm_autoexp.plan.monitor_job import MonitorJobSpec, render_monitor_script, scrubbed_environment
 
 MISSING_SCRONTAB = (
     "this Slurm client has no `scrontab` command (Debian's slurm-client 22.05 does not ship it, and a "

@@ -38,7 +38,7 @@ from oellm_autoexp.core.jobs.slurm_parse import (
     parse_squeue_tagged,
 )
 from oellm_autoexp.core.jobs.strays import TAG_PREFIX, TaggedJob
-from oellm_autoexp.core.plan.strategies import Estimate, parse_test_only, test_only_note
+from oellm_autoexp.plan.strategies import Estimate, parse_test_only, test_only_note
 
 COMMAND_TIMEOUT_S = 30.0
 # How long after sbatch returns a job can still be missing from squeue/sacct (the accounting

@@ -222,7 +222,7 @@ class CandidateRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)  # surrogate key
     attempt_id: Mapped[int] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))  # whose race
-    rank: Mapped[int] = mapped_column()  # 0 = best-ranked (core/plan/strategies.py rank)
+    rank: Mapped[int] = mapped_column()  # 0 = best-ranked (plan/strategies.py rank)
     strategy: Mapped[str] = mapped_column(String(200))  # the strategy's label (name, /segNm if segmented)
     strategy_json: Mapped[dict[str, Any]] = mapped_column()  # its shape and the sbatch args it was sent with
     submit_tag: Mapped[str] = mapped_column(String(200), unique=True)  # its sbatch --comment

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field, replace
 
 from oellm_autoexp.core.checkpoint.disk import RULE as DISK_RULE
 from oellm_autoexp.core.checkpoint.disk import is_save_failure, save_failed_reason
-from oellm_autoexp.core.checkpoint.load_failure import load_failure, with_failed_load
 from oellm_autoexp.core.classify.root_cause import evidence as evidence_lines
 from oellm_autoexp.core.classify.signals import Signal
+from oellm_autoexp.core.decide.load_failure import load_failure, with_failed_load
 from oellm_autoexp.core.decide.node_blame import DEFAULT_MAX_SHARE, Blame, BlameResult, blame_nodes
 from oellm_autoexp.core.decide.policy import (
     Decision,

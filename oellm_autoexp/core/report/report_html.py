@@ -14,8 +14,8 @@ from functools import cache
 
 import jinja2
 
-from oellm_autoexp.core.plan.render import template_environment
 from oellm_autoexp.core.report.report import JobReport, Report
+from oellm_autoexp.core.template_env import template_environment
 
 CHART_W = 960  # SVG user units; the page scales it to the window
 LEFT = 70  # room for the axis labels

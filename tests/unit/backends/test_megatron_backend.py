@@ -12,8 +12,8 @@ from oellm_autoexp.backends.megatron_torchrun import build_argv, exit_signal
 from oellm_autoexp.config.experiment import JobConfig
 from oellm_autoexp.config.models import MegatronTorchrunBackend, RootConfig
 from oellm_autoexp.config.sweep import NO_SWEEP
-from oellm_autoexp.core.plan.plan import build_plans
 from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.plan import build_plans
 
 CTX = LaunchContext(nodes=1, nproc_per_node=2, checkpoint_dir="/ck", output_dir="/out")
 

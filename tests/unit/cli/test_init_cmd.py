@@ -10,7 +10,7 @@ from oellm_autoexp import __version__
 from oellm_autoexp.cli._starter import FILES
 from oellm_autoexp.cli.main import main
 from oellm_autoexp.config.experiment import load_jobs
-from oellm_autoexp.core.plan.plan import build_plans
+from oellm_autoexp.plan.plan import build_plans
 
 
 def test_init_writes_the_starter_files(

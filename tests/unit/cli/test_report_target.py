@@ -10,8 +10,8 @@ import pytest
 from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.cli.main import main
 from oellm_autoexp.config.experiment import load_jobs
-from oellm_autoexp.core.plan.plan import build_plans
 from oellm_autoexp.daemon.session import create_session
+from oellm_autoexp.plan.plan import build_plans
 from tests.paths import REPO
 
 

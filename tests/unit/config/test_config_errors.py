@@ -113,7 +113,7 @@ def test_bad_input_names_file_and_key(bad_config, config_dir, name, changes, ove
     """The UserError message carries the file, the key path and, for typos, the close matches."""
     exp = bad_config(changes)
     with pytest.raises(UserError) as caught:
-        from oellm_autoexp.core.plan.plan import build_plans
+        from oellm_autoexp.plan.plan import build_plans
 
         build_plans(load_jobs(exp, overrides, [config_dir], environ={}), "/base")
     message = str(caught.value)

@@ -10,8 +10,8 @@ import pytest
 
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.config.models import PreflightConfig
-from oellm_autoexp.core.plan.preflight_step import preflight_argv
 from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.preflight_step import preflight_argv
 from oellm_autoexp.workloads.preflight_judge import (
     CPU,
     FAIL_RE,

@@ -20,16 +20,16 @@ from oellm_autoexp.core.decide.policy import (
     load_policy,
 )
 from oellm_autoexp.core.jobs.job_state import JobState
-from oellm_autoexp.core.plan.attempt_plan import (
+from oellm_autoexp.core.watch.evidence import Evidence
+from oellm_autoexp.core.watch.outcome import Outcome
+from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.attempt_plan import (
     ATTEMPT_ENV,
     PREVIOUS_CAUSE_ENV,
     attempt_plan,
     check_override_sets,
 )
-from oellm_autoexp.core.plan.plan import JobPlan, build_plans
-from oellm_autoexp.core.watch.evidence import Evidence
-from oellm_autoexp.core.watch.outcome import Outcome
-from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.plan import JobPlan, build_plans
 from tests.paths import REPO
 
 A = DecisionAction

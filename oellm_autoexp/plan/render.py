@@ -10,15 +10,13 @@ is never evaluated. Newlines are refused earlier, by the config models.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
 import jinja2
 
-# Package data (core/templates/), loaded through the package's import machinery so that it
-# is found wherever the package is installed.
-TEMPLATE_PACKAGE = ("oellm_autoexp.core", "templates")
+from oellm_autoexp.core.template_env import template_environment
+
 # The walltime warning is sent again this often while the step runs (sbatch.sh.j2 says why):
 # long enough that a checkpoint in progress is rarely interrupted by a repeat, short enough
 # that a warning lost during start-up is delivered well before the time limit.
@@ -49,7 +47,7 @@ class ScriptSpec:
     # e.g. the walltime USR1 into the SIGTERM Megatron's --exit-signal-handler stops on,
     # sent to the launcher's children only (torchrun itself would tear the job down on TERM).
     worker_signal_as: tuple[tuple[str, str], ...] = ()
-    # The pre-flight check's argv (core/plan/preflight_step.py), run on every node before the
+    # The pre-flight check's argv (plan/preflight_step.py), run on every node before the
     # launch; () when it is off. Its time limit in seconds.
     preflight: tuple[str, ...] = ()
     preflight_budget_s: int = 0
@@ -64,26 +62,6 @@ def sbatch_quote(value: str) -> str:
 
 def _shell_quote(value: object) -> str:
     return shlex.quote(str(value))
-
-
-def template_environment(
-    *, autoescape: bool, filters: Mapping[str, Callable[..., str]], keep_trailing_newline: bool = False
-) -> jinja2.Environment:
-    """A strict environment over the package's templates (core/templates/), with `filters`.
-
-    Shared by the sbatch script (no escaping: shell text, quoted by its own filters) and the
-    HTML report (autoescaped). An undefined name is an error, never an empty string.
-    """
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader(*TEMPLATE_PACKAGE),
-        undefined=jinja2.StrictUndefined,
-        autoescape=autoescape,
-        keep_trailing_newline=keep_trailing_newline,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters.update(filters)
-    return env
 
 
 @cache

@@ -1,7 +1,7 @@
 """Golden files: the rendered sbatch script of each backend, single- and multi-node.
 
-Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/unit/core/plan/test_render_golden.py`
-and review the diff of tests/unit/core/plan/golden/ like code.
+Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/unit/plan/test_render_golden.py`
+and review the diff of tests/unit/plan/golden/ like code.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.config.experiment import load_jobs
-from oellm_autoexp.core.plan.plan import build_plans
+from oellm_autoexp.plan.plan import build_plans
 from tests.paths import REPO
 
 GOLDEN = Path(__file__).parent / "golden"

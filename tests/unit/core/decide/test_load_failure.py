@@ -1,13 +1,13 @@
 """An attempt that died loading its checkpoint rolls back once and stops on a second
-(core/checkpoint/load_failure.py, through core/decide/judge.py)."""
+(core/decide/load_failure.py, through core/decide/judge.py)."""
 
 from __future__ import annotations
 
 import yaml
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
-from oellm_autoexp.core.checkpoint.load_failure import load_failure
 from oellm_autoexp.core.decide.judge import PastDecision, history_from, judge
+from oellm_autoexp.core.decide.load_failure import load_failure
 from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, load_policy
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState

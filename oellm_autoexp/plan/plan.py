@@ -19,9 +19,9 @@ from oellm_autoexp.backends.build import build_argv, procs_per_node
 from oellm_autoexp.backends.megatron_torchrun import exit_signal
 from oellm_autoexp.config.experiment import JobConfig
 from oellm_autoexp.config.models import MegatronTorchrunBackend, RootConfig, SlurmConfig
-from oellm_autoexp.core.plan.preflight_step import preflight_argv
-from oellm_autoexp.core.plan.render import ScriptSpec, render_sbatch
 from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.preflight_step import preflight_argv
+from oellm_autoexp.plan.render import ScriptSpec, render_sbatch
 
 SINGLE_JOB_KEY = "main"
 CPUS_PER_GPU = 4

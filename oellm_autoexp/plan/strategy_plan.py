@@ -2,7 +2,7 @@
 
 `job_strategies` gives the listed strategies (unset fields from the slurm section) and, with
 `allocation.derive`, every valid shape of `slurm.gpu_types`. `variants` adds each strategy's
-backfill segments (core/plan/strategies.py ranks them all; core/plan/segments.py times their warning).
+backfill segments (plan/strategies.py ranks them all; plan/segments.py times their warning).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from oellm_autoexp.config.models import SlurmConfig, StrategyConfig, run_minutes
-from oellm_autoexp.core.plan.segments import segment_signal
-from oellm_autoexp.core.plan.strategies import GpuType, Strategy, derive_strategies, with_segments
+from oellm_autoexp.plan.segments import segment_signal
+from oellm_autoexp.plan.strategies import GpuType, Strategy, derive_strategies, with_segments
 
 
 def has_strategies(slurm: SlurmConfig) -> bool:

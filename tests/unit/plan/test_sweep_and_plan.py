@@ -7,13 +7,13 @@ import pytest
 from oellm_autoexp.config.experiment import JobConfig
 from oellm_autoexp.config.models import RootConfig, SlurmConfig
 from oellm_autoexp.config.sweep import NO_SWEEP, expand_sweep
-from oellm_autoexp.core.plan.plan import (
+from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.plan import (
     build_plans,
     default_cpus_per_task,
     log_path_for,
     sbatch_directives,
 )
-from oellm_autoexp.errors import UserError
 
 
 def test_grid_is_the_cartesian_product_with_stable_unique_keys() -> None:

@@ -11,7 +11,7 @@ Ranking (docs/strategies.md): the start Slurm expects (`sbatch --test-only`), th
 "unknown" and ranks after every estimate; it is never shown as a made-up worst case.
 
 Backfill fit: where a shorter `--time` starts earlier than the full one, the strategy runs in
-segments of that length (core/plan/segments.py says how long each segment saves before its end).
+segments of that length (plan/segments.py says how long each segment saves before its end).
 No variant is pruned because another of the same cost "dominates" it: the start decides first.
 """
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 # format_wait lives in segments.py: `autoexp status` needs it without this module.
-from oellm_autoexp.core.plan.segments import format_wait as format_wait
+from oellm_autoexp.plan.segments import format_wait as format_wait
 
 # `sbatch --test-only` writes this on stderr (Slurm 22.05):
 #   sbatch: Job 3 to start at 2026-11-23T11:27:26 using 1 processors on nodes node2 in partition h100

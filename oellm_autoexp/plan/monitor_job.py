@@ -18,8 +18,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from oellm_autoexp.core.plan.render import shell_template
 from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.render import shell_template
 
 # Inherited from an allocation, these would configure the monitor job (or a training job it
 # submits) like the job it was submitted from: an inherited SLURM_CPU_BIND made a fleet ~3x slower.

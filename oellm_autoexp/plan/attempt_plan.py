@@ -24,8 +24,8 @@ from oellm_autoexp.config.overrides import apply_override, parse_override
 from oellm_autoexp.config.provenance import Provenance
 from oellm_autoexp.config.sweep import SweepPoint
 from oellm_autoexp.core.decide.policy import RestartPolicy
-from oellm_autoexp.core.plan.plan import SINGLE_JOB_KEY, JobPlan, plan_job
 from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.plan import SINGLE_JOB_KEY, JobPlan, plan_job
 
 ATTEMPT_ENV = "AUTOEXP_ATTEMPT"  # 1 for the first submission, then 2, 3...
 PREVIOUS_CAUSE_ENV = "AUTOEXP_PREVIOUS_CAUSE"  # what ended the attempt before ("" for the first)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.core.plan.monitor_job import (
+from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.monitor_job import (
     MonitorJobSpec,
     merge_scrontab,
     monitor_job_name,
@@ -18,7 +19,6 @@ from oellm_autoexp.core.plan.monitor_job import (
     scrontab_block,
     scrubbed_environment,
 )
-from oellm_autoexp.errors import UserError
 
 GOLDEN = Path(__file__).parent / "golden"
 

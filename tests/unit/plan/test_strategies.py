@@ -9,9 +9,9 @@ import pytest
 from oellm_autoexp.config.models import SlurmConfig, walltime_minutes
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.slurm_parse import parse_job_gpu_types
-from oellm_autoexp.core.plan.fanout_pick import pick
-from oellm_autoexp.core.plan.segments import MIN_SAVE_BUFFER_S, elapsed_s, segment_signal
-from oellm_autoexp.core.plan.strategies import (
+from oellm_autoexp.plan.fanout_pick import pick
+from oellm_autoexp.plan.segments import MIN_SAVE_BUFFER_S, elapsed_s, segment_signal
+from oellm_autoexp.plan.strategies import (
     Candidate,
     Estimate,
     GpuType,
@@ -24,7 +24,7 @@ from oellm_autoexp.core.plan.strategies import (
     rank,
     with_segments,
 )
-from oellm_autoexp.core.plan.strategy_plan import job_strategies, submission_args, variants
+from oellm_autoexp.plan.strategy_plan import job_strategies, submission_args, variants
 
 NOW = datetime(2026, 11, 23, 11, 27, 26, tzinfo=UTC)
 # Literal `sbatch --test-only` answers of the localhost Slurm 22.05 cluster (stderr).
