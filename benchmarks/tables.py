@@ -241,6 +241,21 @@ def corpus_accuracy(d: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
+def unsupervised(d: dict[str, Any]) -> list[str]:
+    login = d["login_s"]
+    shown = (
+        f"{login:.1f} s"
+        if login is not None
+        else f"never within {d['login_wait_s']:.0f} s: a human must resume it"
+    )
+    return [
+        "| the monitor died | seconds until a monitor holds the session again |", "|---|---|",
+        f"| ours, `--supervisor slurm`: its Slurm job scancelled | median {d['ours_median_s']:.1f} s "
+        f"({', '.join(f'{s:.1f}' for s in d['ours_s'])}) |",
+        f"| baseline: a monitor on the login node (today's default; upstream's) SIGKILLed | {shown} |",
+    ]  # fmt: skip
+
+
 def time_to_gpu(d: dict[str, Any]) -> list[str]:
     load = ", ".join(
         f"{p}: {v['queued']} queued, {v['seconds'][0]:g}-{v['seconds'][1]:g} s jobs"
@@ -395,6 +410,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "time_to_gpu": time_to_gpu,
     "soak_restarts": soak_restarts,
     "soak_supervision": soak_supervision,
+    "unsupervised": unsupervised,
     "corpus_accuracy": corpus_accuracy,
     "fleet_ettr": fleet_ettr,
     "successor_restart": successor_restart,
