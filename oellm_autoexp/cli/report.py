@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from oellm_autoexp.adapters.fs.atomic_file import write_text_atomic
+from oellm_autoexp.adapters.store.sqlite_store import SessionInfo
 from oellm_autoexp.cli._sessions import find_session, latest_session, open_store
 from oellm_autoexp.core.report.report import JobReport, build_report
 from oellm_autoexp.core.report.report_html import format_duration, render_report_html
@@ -39,6 +41,7 @@ def report_command(args: argparse.Namespace) -> int:
     write_text_atomic(target, render_report_html(report))
     target.chmod(0o644)  # a page to share, not a secret (the atomic write creates it 0600)
     summary = report.summary
+    print(_monitor_said(session, directory))
     goodput = "-" if summary.goodput is None else f"{summary.goodput:.0%}"
     restarts = sum(n for _, n in summary.restarts_by_cause)
     print(f"session {session.id} ({session.name}): {len(report.jobs)} job(s), {restarts} restart(s), "
@@ -48,6 +51,17 @@ def report_command(args: argparse.Namespace) -> int:
         _print_preflight(job)
     print(f"wrote {target}")
     return 0
+
+
+def _monitor_said(session: SessionInfo, state: Path) -> str:
+    """Who watches the session now: its monitor's host or Slurm job and heartbeat, or since when nobody."""
+    from oellm_autoexp.cli._sessions import resume_command
+    from oellm_autoexp.cli.status import monitor_line
+    from oellm_autoexp.daemon.session_lock import monitor_liveness
+
+    return monitor_line(
+        session, monitor_liveness(session, datetime.now(UTC)), resume_command(state, [session.id])
+    )
 
 
 def _print_preflight(job: JobReport) -> None:

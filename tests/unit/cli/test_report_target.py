@@ -31,5 +31,8 @@ def test_report_without_html_goes_to_the_state_dir(
     assert main(["--state-dir", str(tmp_path / "state"), "report"]) == 0
     page = tmp_path / "state" / "reports" / "report-1.html"
     assert page.is_file() and "<html" in page.read_text(encoding="utf-8").lower()
-    assert f"wrote {page}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"wrote {page}" in out
+    # Who watches the session: nobody here, said with the command that resumes it (issue 25).
+    assert "monitor: NOT RUNNING (none); its jobs are not watched. Resume with:" in out
     assert list(work.iterdir()) == []
