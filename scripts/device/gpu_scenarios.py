@@ -138,13 +138,19 @@ def run_faults(
             procs[name] = launch(name, work, args, device, nproc)
     deadline = time.monotonic() + limit_s
     for name, proc in procs.items():
-        try:
-            rc = proc.wait(timeout=max(deadline - time.monotonic(), 1))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = -9
-        (work / name / "monitor.rc").write_text(str(rc))
+        rc = wait_recorded(work / name, proc, deadline)
         print(f"{name}: autoexp run exited {rc}", flush=True)
+
+
+def wait_recorded(scenario: Path, proc: subprocess.Popen[bytes], deadline: float) -> int:
+    """`autoexp run`'s exit code (-9: killed at the deadline), kept in the scenario's monitor.rc."""
+    try:
+        rc = proc.wait(timeout=max(deadline - time.monotonic(), 1))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = -9
+    (scenario / "monitor.rc").write_text(str(rc))
+    return rc
 
 
 def run_paused(work: Path, device: str, nproc: int, pause_s: float, limit_s: float) -> None:
@@ -163,12 +169,7 @@ def run_paused(work: Path, device: str, nproc: int, pause_s: float, limit_s: flo
     os.kill(proc.pid, signal.SIGSTOP)
     time.sleep(pause_s)
     os.kill(proc.pid, signal.SIGCONT)
-    try:
-        rc = proc.wait(timeout=max(deadline - time.monotonic(), 1))
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        rc = -9
-    (work / name / "monitor.rc").write_text(str(rc))
+    rc = wait_recorded(work / name, proc, deadline)
     print(f"{name}: autoexp run exited {rc} after a {pause_s:g} s pause of the monitor", flush=True)
 
 
