@@ -601,12 +601,12 @@ class Monitor:
     def _classify(self, live: LiveAttempt, lines: tuple[str, ...], now: float) -> None:
         had_fatal = live.view.first_fatal is not None
         signals = live.view.read(lines, now)
+        due = live.view.fatal_due_s()  # what the view says now; recording the signals changes nothing of it
         self._record_signals(live, now)
         if live.decided_early:
             return
         if any(s.is_cause_candidate for s in signals):
             live.waiting_on_fatal = False  # a new cause may change a "wait for the end"
-        due = live.view.fatal_due_s()
         if had_fatal or due is None or self._ticker is None:
             return
         if live.view.early.in_job_restarts:

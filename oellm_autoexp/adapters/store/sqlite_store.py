@@ -710,11 +710,12 @@ class SQLiteStore:
             row = db.get(JobRow, job_id)
             decisions = select(DecisionRow).where(DecisionRow.job_id == job_id).order_by(DecisionRow.id)
             attempts = select(AttemptRow).where(AttemptRow.job_id == job_id).order_by(AttemptRow.attempt_no)
+            exclusions = _exclusions(db, job_id)
             return JudgeRecords(
-                job=_with_counts(db, [row])[0] if row else None,
                 decisions=[decision_info(r) for r in db.scalars(decisions)],
-                exclusions=_exclusions(db, job_id),
+                exclusions=exclusions,
                 attempts=[attempt_info(r) for r in db.scalars(attempts)],
+                job=_with_counts(db, [row])[0] if row else None,
             )
 
     # -- log offsets (the log tailer's OffsetStore) ---------------------------------------------
