@@ -68,9 +68,14 @@ def status_rows(
     rows = []
     for job in store.jobs_for_session(session.id, with_plan=False):
         last = latest.get(job.id)
-        if last is not None and last.ended_at is None and last.attempt_no > 1:
-            # Maybe a successor queued behind the attempt that runs (restart.queued_successor):
-            # the row shows the attempt watched (one more read, for unended attempts only).
+        if (
+            last is not None
+            and last.attempt_no > 1
+            and (last.ended_at is None or last.state.value == "CANCELLED")
+        ):
+            # Maybe a successor queued behind the attempt that runs, or one cancelled when the job
+            # ended (restart.queued_successor): the row shows the attempt watched, or the last that
+            # was not a dropped successor (one more read, for these rows only).
             last = shown_attempt_of(store.attempts_for_job(job.id), store.decisions_for_job(job.id))
         signals = store.signals_for_attempt(last.id) if last else []
         rows.append(job_row(job, last, pick_signal(signals), by_job.get(job.id, [])))
