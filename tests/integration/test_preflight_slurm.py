@@ -16,13 +16,12 @@ import pytest
 
 from oellm_autoexp.workloads.preflight_judge import FAIL_RE, RESULT_RE, STEP_RE
 from tests.integration.test_monitor_slurm import (
-    COMPLETED,
     AutoexpEnv,
     sacct_state,
     squeue_state,
     wait_until,
 )
-from tests.integration.test_resilience_slurm import evidence, excluded_nodes
+from tests.integration.test_resilience_slurm import evidence
 from tests.paths import REPO
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch]
@@ -105,53 +104,3 @@ def occupy(ax: AutoexpEnv, node: str) -> str:
     ax.extra_jobs.append(job_id)
     wait_until(lambda: squeue_state(job_id) == "RUNNING", f"job {job_id} holding {node}", 120)
     return job_id
-
-
-def test_a_slow_node_is_left_and_the_next_attempt_completes_elsewhere(autoexp: AutoexpEnv) -> None:
-    """A 1-node job placed on node1 (node2 held by another job), node1 cut to a thousandth, below the
-    configured floor: attempt 1 ends at its pre-flight with `preflight FAIL node1: gemm ... < min ...`;
-    attempt 2 is submitted at once with node1 in --exclude (scontrol shows it), runs on node2 once
-    that is free, passes its check and trains to the end: the run completes, the budget untouched."""
-    holder = occupy(autoexp, "node2")
-    path = experiment(autoexp, "node1:0.001", min_cpu_gemm_gflops=0.05)
-    monitor = autoexp.start("run", str(path))
-    second = wait_until(  # pending behind the holder, so not `running(2)`
-        lambda: (
-            decided(autoexp)
-            and next((a.executor_job_id for a in autoexp.attempts() if a.attempt_no == 2), None)
-        ),
-        "attempt 2 submitted",
-        CHECK_DEADLINE_S + 60,
-    )
-    assert excluded_nodes(second) == "node1"
-    subprocess.run(["scancel", holder], capture_output=True, timeout=30, check=False)
-    assert autoexp.finish(monitor, timeout_s=CHECK_DEADLINE_S + 90) == 0, autoexp.output(monitor)
-
-    attempts = autoexp.attempts()
-    # Attempt 1 ends by its own exit 1, or by the monitor's cancel when it acted on the settled line first.
-    assert attempts[0].state.value in ("FAILED", "CANCELLED") and attempts[1].state.value == "COMPLETED"
-    assert list(attempts[0].nodes) == ["node1"] and list(attempts[1].nodes) == ["node2"]
-    assert autoexp.reasons() == [("restart", PREFLIGHT_RESTART), ("stop", COMPLETED)]
-    first = log_lines(autoexp, 1)
-    fails = [m for line in first if (m := FAIL_RE.match(line))]
-    assert [m["node"] for m in fails] == ["node1"] and "GFLOP/s < min 0.05 (cpu)" in fails[0]["problem"]
-    assert not any("training on" in line for line in first)
-
-    # The passing allocation: its figure, the step's time, then training, in that order.
-    second_lines = log_lines(autoexp, 2)
-    [result] = [m for line in second_lines if (m := RESULT_RE.match(line))]
-    assert result["node"] == "node2"
-    seconds, rc = step_line(second_lines)
-    assert rc == 0 and seconds < CHECK_DEADLINE_S
-    order = [i for i, line in enumerate(second_lines) if RESULT_RE.match(line) or "training on node2" in line]
-    assert len(order) == 2 and "training on node2" in second_lines[order[1]]
-
-    # `autoexp report`: both nodes checked, node1 excluded with its FAIL line, the checks in lost time.
-    page = autoexp.tmp / "report.html"
-    report = autoexp.cli("report", "--html", str(page))
-    assert report.returncode == 0, report.stderr
-    assert "pre-flight checked node1, node2 (2 node check(s), 1 failed," in report.stdout, report.stdout
-    assert "node1 (attempt 1: gemm " in report.stdout
-    assert "excluded from attempt 2: " in report.stdout and "preflight FAIL node1: gemm " in report.stdout
-    html = page.read_text()
-    assert 'id="preflight-0"' in html and "<td>preflight</td>" in html
