@@ -152,6 +152,8 @@ OverTimeLimit=0
 ReturnToService=2
 SlurmdParameters=config_overrides
 SlurmdTimeout=300
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 EOF
     ((GPUS > 0)) && echo "GresTypes=gpu"
     if ((ACCOUNTING)); then
@@ -173,7 +175,10 @@ EOF
         ((GPUS > 0)) && gres=" Gres=$(node_gres "$n")"
         echo "NodeName=node$n NodeHostname=$host NodeAddr=127.0.0.1 Port=$(node_port "$n") CPUs=$CPUS RealMemory=$MEM_MB$gres State=UNKNOWN"
     done
-    echo "PartitionName=$PARTITION Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP"
+    echo "PartitionName=$PARTITION Nodes=node[1-$NODES] Default=YES MaxTime=INFINITE State=UP PriorityTier=1"
+    # A higher tier over the same nodes: a job submitted there preempts (requeues) jobs of the default
+    # partition, so the preemption tests see Slurm's own PREEMPTED end.
+    echo "PartitionName=$PARTITION-urgent Nodes=node[1-$NODES] Default=NO MaxTime=INFINITE State=UP PriorityTier=10"
     [[ -z $EXTRA_CONF ]] || printf '%s\n' "$EXTRA_CONF"
 }
 
