@@ -22,6 +22,10 @@ at the start of iteration `--fault-at-step` (before the forward pass):
 
 Before acting, the faulty rank prints one `[fault-injection]` line naming the fault, so a
 human reading the log knows it was injected; classifiers must not rely on that line.
+
+Entry points whose flags are not ours (the megatron-core workload takes Megatron's flags
+only) read the fault from the environment instead: AUTOEXP_FAULT=FAULT@ITERATION:RANK, with
+AUTOEXP_FAULT_ONCE_FILE as --fault-once-file.
 """
 
 from __future__ import annotations
@@ -29,11 +33,15 @@ from __future__ import annotations
 import ctypes
 import enum
 import os
+import re
 import resource
 import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -42,6 +50,9 @@ from oellm_autoexp.workloads.defaults import (
     FAULT_OOM_CPU_MARGIN_BYTES,
     FAULT_OOM_GPU_FACTOR,
 )
+
+FAULT_ENV = "AUTOEXP_FAULT"
+FAULT_ONCE_ENV = "AUTOEXP_FAULT_ONCE_FILE"
 
 
 class Fault(enum.StrEnum):
@@ -77,6 +88,42 @@ def inject(fault: Fault, iteration: int, rank: int, device: torch.device, model:
         Fault.NAN: lambda: _poison(model),
     }
     actions[fault]()
+
+
+def armed(marker: Path | None, times: int = 1) -> bool:
+    """With a marker file, fire only while it counts fewer than `times` firings, and count this one
+    first: a resumed attempt (or a launcher's in-place restart) runs clean once the count is reached."""
+    if marker is None:
+        return True
+    fired = int(marker.read_text() or 0) if marker.exists() else 0
+    if fired >= times:
+        return False
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(str(fired + 1))
+    return True
+
+
+class EnvFault(NamedTuple):
+    """A fault asked for through the environment (AUTOEXP_FAULT=FAULT@ITERATION:RANK)."""
+
+    fault: Fault
+    at_step: int
+    rank: int
+    once_file: Path | None
+
+
+def from_env(environ: Mapping[str, str]) -> EnvFault | None:
+    """The fault AUTOEXP_FAULT asks for, or None; a malformed value is an error, not ignored."""
+    text = environ.get(FAULT_ENV, "").strip()
+    if not text:
+        return None
+    match = re.fullmatch(r"(\w+)@(\d+):(-?\d+)", text)
+    if match is None or match.group(1) not in Fault.__members__.values():
+        raise ValueError(f"{FAULT_ENV}={text!r}: expected FAULT@ITERATION:RANK, FAULT one of {list(Fault)}")
+    once = environ.get(FAULT_ONCE_ENV)
+    return EnvFault(
+        Fault(match.group(1)), int(match.group(2)), int(match.group(3)), Path(once) if once else None
+    )
 
 
 def announce(fault: Fault, iteration: int, rank: int) -> None:

@@ -15,7 +15,9 @@ model config (GPT with the local, non-Transformer-Engine layer spec), the datase
 (`MockGPTDataset`: random tokens, no files) and the forward step with its loss. The
 tokenizer is whatever `--tokenizer-type` names; `NullTokenizer` with `--vocab-size` needs
 no files either. Checkpointing (`--save/--load`), the exit-signal handler, the NaN/Inf
-rerun machinery and the exit codes are Megatron's (docs/workloads.md lists them).
+rerun machinery and the exit codes are Megatron's (docs/workloads.md lists them). A fault
+for the monitor's tests comes through the environment (AUTOEXP_FAULT, see workloads.faults),
+since the flags are Megatron's alone.
 
 Written against megatron-core 0.19.2 (pip extra `megatron`). Data parallel only: tensor,
 pipeline and context parallel sizes other than 1 are refused (the forward step below
@@ -24,6 +26,7 @@ does not broadcast batches between model-parallel ranks).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from functools import partial
@@ -31,7 +34,7 @@ from typing import Any
 
 import torch
 
-from oellm_autoexp.workloads import megatron_compat
+from oellm_autoexp.workloads import faults, megatron_compat
 
 _UNSUPPORTED_PARALLELISM = (
     "tensor_model_parallel_size",
@@ -144,12 +147,30 @@ def forward_step(data_iterator: Iterator[dict[str, torch.Tensor]], model: Any) -
     """pretrain()'s forward step: the model's per-token losses and how to reduce them."""
     from megatron.training import get_timers
 
+    _inject_asked_fault(model)
     timers = get_timers()
     timers("batch-generator", log_level=2).start()
     batch = next_batch(data_iterator)
     timers("batch-generator").stop()
     output = model(batch["tokens"], batch["position_ids"], batch["attention_mask"], labels=batch["labels"])
     return output, partial(masked_loss, batch["loss_mask"])
+
+
+_ASKED = faults.from_env(os.environ)
+
+
+def _inject_asked_fault(model: Any) -> None:
+    """The fault AUTOEXP_FAULT asks for, at the start of its iteration on its rank (read once)."""
+    if _ASKED is None:
+        return
+    from megatron.training import get_args
+
+    iteration = int(getattr(get_args(), "curr_iteration", 0)) + 1  # the iteration being computed
+    rank = torch.distributed.get_rank()
+    if faults.is_due(_ASKED.fault, _ASKED.at_step, _ASKED.rank, iteration, rank) and faults.armed(
+        _ASKED.once_file
+    ):
+        faults.inject(_ASKED.fault, iteration, rank, torch.device("cuda", torch.cuda.current_device()), model)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -66,6 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--fault-once-file",
         type=Path,
         help="fire only if this file does not exist, and create it first (a resumed attempt runs clean)",
+    )
+    p.add_argument(
+        "--fault-times",
+        type=int,
+        default=1,
+        help="with --fault-once-file: fire this many times in all (the file counts them)",
+    )
+    p.add_argument(
+        "--load-on-main",
+        action="store_true",
+        help="rank 0 alone reads the checkpoint and broadcasts it (as FSDP's sync_module_states does)",
     )
     p.add_argument(
         "--slow-steps",
@@ -140,12 +152,20 @@ class Trainer:
             return
         self.log(log_lines.loading_line(iteration, str(ckpt_dir)))
         path = ckpt_dir / checkpoint_name(iteration)
-        state = checkpoint.load(path, self.ctx.device)
+        state = self._load(path)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.iteration = self.last_saved = int(state["iteration"])
         self.consumed = int(state["consumed_samples"])
         self.log(log_lines.loaded_line(iteration, str(ckpt_dir)))
+
+    def _load(self, path: Path) -> dict[str, Any]:
+        if not self.args.load_on_main:
+            return checkpoint.load(path, self.ctx.device)
+        # One reader: a load that fails on rank 0 leaves the others blocked in the broadcast.
+        box: list[Any] = [checkpoint.load(path, torch.device("cpu")) if self.ctx.is_main else None]
+        dist.broadcast_object_list(box, src=0)
+        return cast(dict[str, Any], box[0])
 
     def save(self) -> None:
         ckpt_dir, it = self.args.ckpt_dir, self.iteration
@@ -189,15 +209,8 @@ class Trainer:
         return mean_loss, float(grad_norm), names
 
     def _fault_armed(self) -> bool:
-        """With --fault-once-file, only the first attempt that gets here injects the fault."""
-        marker = self.args.fault_once_file
-        if marker is None:
-            return True
-        if marker.exists():
-            return False
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()
-        return True
+        """With --fault-once-file, only the first --fault-times attempts that get here inject it."""
+        return faults.armed(self.args.fault_once_file, self.args.fault_times)
 
     def _abort_on_nan(self, iteration: int, local_loss: float, grad_norm: float) -> None:
         self.log(self._line(iteration, float("nan"), grad_norm, 0.0, nan_iterations=1))

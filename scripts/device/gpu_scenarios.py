@@ -7,6 +7,8 @@ run to its end by `autoexp run` with its own state dir. The fault fires once
 
     python scripts/device/gpu_scenarios.py start-healthy WORK      # detached, >= 10 min
     python scripts/device/gpu_scenarios.py faults WORK [--timeouts 600,30] [--faults oom,crash]
+    python scripts/device/gpu_scenarios.py recovery WORK           # load fail, full disk, in-job
+                                                                   # restarts, the monitor killed
     python scripts/device/gpu_scenarios.py table WORK OUT.json     # results from the session DBs
 
 `--device cpu` (gloo) makes a quick dry run of the plumbing on a machine without GPUs.
@@ -47,7 +49,9 @@ HEALTHY_ARGS = [
 ]
 
 
-def experiment(name: str, work: Path, args: list[str], device: str, nproc: int) -> Path:
+def experiment(
+    name: str, work: Path, args: list[str], device: str, nproc: int, torchrun: list[str] | None = None
+) -> Path:
     """One scenario's experiment file. Each gets its own rendezvous port: the local executor numbers
     jobs per state dir, so the port derived from the job number would be the same for all."""
     out = work / name
@@ -66,7 +70,7 @@ def experiment(name: str, work: Path, args: list[str], device: str, nproc: int) 
         "executor": "local",
         "slurm": {"master_port": port},
         "backend": {
-            "torchrun_args": ["-m"],
+            "torchrun_args": [*(torchrun or []), "-m"],
             "script": "oellm_autoexp.workloads.train",
             "nproc_per_node": nproc,
             "args": [
@@ -89,9 +93,15 @@ def experiment(name: str, work: Path, args: list[str], device: str, nproc: int) 
 
 
 def launch(
-    name: str, work: Path, args: list[str], device: str, nproc: int, detach: bool = False
+    name: str,
+    work: Path,
+    args: list[str],
+    device: str,
+    nproc: int,
+    detach: bool = False,
+    torchrun: list[str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    path = experiment(name, work, args, device, nproc)
+    path = experiment(name, work, args, device, nproc, torchrun)
     argv = [
         sys.executable,
         "-m",
@@ -173,6 +183,141 @@ def run_paused(work: Path, device: str, nproc: int, pause_s: float, limit_s: flo
     print(f"{name}: autoexp run exited {rc} after a {pause_s:g} s pause of the monitor", flush=True)
 
 
+FAST = ["--steps", "600", "--step-time-s", "0.02", "--pg-timeout-s", "600"]
+KILL_AT = ["--fault", "kill", "--fault-at-step", str(FAULT_AT)]
+
+
+def _wait_file(path: Path, deadline: float) -> bool:
+    while time.monotonic() < deadline and not path.exists():
+        time.sleep(0.02)
+    return path.exists()
+
+
+def _kill_rank(scenario: Path, rank: int) -> bool:
+    """SIGKILL one training rank of the scenario, found by its checkpoint folder on the command line."""
+    found = subprocess.run(
+        [sys.executable, str(REPO / "scripts/device/rank_pid.py"), f"{scenario}/checkpoints ", str(rank)],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    for pid in found:
+        os.kill(int(pid), signal.SIGKILL)
+    return bool(found)
+
+
+def _event(scenario: Path, what: str) -> None:
+    with (scenario / "events.txt").open("a") as events:
+        events.write(f"{time.time():.3f} {what}\n")
+
+
+def recovery_loadfail(work: Path, device: str, nproc: int, deadline: float) -> int:
+    """Rank 0 alone reads the checkpoint (--load-on-main): the newest one gets same-length garbage
+    and rank 1 is killed; the next attempt fails to load on rank 0 while rank 1 blocks in the
+    broadcast -> quarantine, roll back to the previous checkpoint, complete."""
+    name = "loadfail_rank0"
+    proc = launch(name, work, [*FAST, "--load-on-main"], device, nproc)
+    scenario = work / name
+    newest = scenario / "checkpoints" / "iter_0000250.pt"
+    if _wait_file(newest, deadline):
+        time.sleep(0.3)  # the rename is atomic; the tracker follows at once
+        size = newest.stat().st_size
+        with newest.open("r+b") as handle:
+            handle.seek(64)
+            handle.write(bytes(range(256)) * 4)
+        assert newest.stat().st_size == size
+        _event(scenario, "damaged iter_0000250.pt")
+        if _kill_rank(scenario, nproc - 1):
+            _event(scenario, "killed rank 1")
+    return wait_recorded(scenario, proc, deadline)
+
+
+def recovery_savefull(work: Path, device: str, nproc: int, deadline: float) -> int:
+    """The checkpoint folder is a 64 MiB tmpfs; once the first checkpoint is saved a filler leaves
+    half its size free: rank 0 (the only writer) fails in torch.save at the next save while rank 1
+    blocks in the next collective -> stop, the reason names the disk."""
+    name = "savefull_rank0"
+    scenario = work / name
+    folder = scenario / "checkpoints"
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        _event(scenario, f"not run: mount refused: {mounted.stderr.strip()}")
+        return -1
+    proc = launch(name, work, FAST, device, nproc)
+    try:
+        first = folder / "iter_0000050.pt"
+        if _wait_file(first, deadline):
+            time.sleep(0.3)
+            leave = first.stat().st_size // 2
+            subprocess.run([sys.executable, str(REPO / "scripts/device/disk_faults.py"), "fill", str(folder),
+                            str(leave)], check=False)  # fmt: skip
+            _event(scenario, f"filled, {leave} B left free")
+        return wait_recorded(scenario, proc, deadline)
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def recovery_injob(work: Path, device: str, nproc: int, deadline: float, times: int) -> int:
+    """torchrun --max-restarts 1 restarts the workers in place: rank 1 killed once is a recovery the
+    monitor must leave alone; killed twice, torchrun gives up and the attempt is decided after it."""
+    name = f"injob_killed{times}"
+    args = [*FAST, *KILL_AT, "--fault-rank", str(nproc - 1), "--fault-once-file",
+            str(work / name / "fault_fired"), "--fault-times", str(times)]  # fmt: skip
+    proc = launch(name, work, args, device, nproc, torchrun=["--max-restarts", "1"])
+    return wait_recorded(work / name, proc, deadline)
+
+
+def recovery_monitor_killed(work: Path, device: str, nproc: int, deadline: float) -> int:
+    """The monitor is SIGKILLed mid-run and a new one takes the session over (what the Slurm
+    supervisor's next monitor job runs: `autoexp monitor-session`); rank 1 is then killed at
+    iteration 400: the new monitor must restart the job, which completes."""
+    name = "monitor_killed"
+    scenario = work / name
+    args = ["--steps", "700", "--step-time-s", "0.05", "--pg-timeout-s", "600", "--fault", "kill",
+            "--fault-at-step", "400", "--fault-rank", str(nproc - 1)]  # fmt: skip
+    proc = launch(name, work, args, device, nproc)
+    if _wait_file(scenario / "checkpoints" / "iter_0000100.pt", deadline):
+        proc.kill()
+        proc.wait()
+        _event(scenario, "monitor SIGKILLed")
+        time.sleep(2)
+        argv = [sys.executable, "-m", "oellm_autoexp", "--state-dir", str(scenario / "state"),
+                "monitor-session", "--session-id", "1"]  # fmt: skip
+        log = (scenario / "monitor2.log").open("wb")
+        proc = subprocess.Popen(
+            argv, cwd=scenario, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+        _event(scenario, "second monitor started")
+    return wait_recorded(scenario, proc, deadline)
+
+
+def run_recovery(work: Path, device: str, nproc: int, limit_s: float) -> None:
+    import threading
+
+    deadline = time.monotonic() + limit_s
+    runs = {
+        "loadfail_rank0": lambda: recovery_loadfail(work, device, nproc, deadline),
+        "savefull_rank0": lambda: recovery_savefull(work, device, nproc, deadline),
+        "injob_killed1": lambda: recovery_injob(work, device, nproc, deadline, 1),
+        "injob_killed2": lambda: recovery_injob(work, device, nproc, deadline, 2),
+        "monitor_killed": lambda: recovery_monitor_killed(work, device, nproc, deadline),
+    }
+    results: dict[str, int] = {}
+    threads = [threading.Thread(target=lambda n=n, f=f: results.__setitem__(n, f())) for n, f in runs.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for name, rc in results.items():
+        print(f"{name}: autoexp exited {rc}", flush=True)
+
+
 def scenario_row(scenario: Path) -> dict[str, Any]:
     from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore  # the package under test, from the repo
 
@@ -209,6 +354,9 @@ def scenario_row(scenario: Path) -> dict[str, Any]:
             for d in decisions
         ],
         "completed": job.status == "completed",
+        "events": (scenario / "events.txt").read_text().splitlines()
+        if (scenario / "events.txt").exists()
+        else [],
         "monitor_rc": int(rc.read_text()) if rc.exists() else None,
     }
 
@@ -227,7 +375,7 @@ def table(work: Path, out: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["start-healthy", "faults", "paused", "table"])
+    parser.add_argument("what", choices=["start-healthy", "faults", "paused", "recovery", "table"])
     parser.add_argument("work", type=Path)
     parser.add_argument("out", type=Path, nargs="?")
     parser.add_argument("--faults", default="oom,crash,segv,kill,hang,nan")
@@ -243,6 +391,8 @@ def main() -> int:
         launch("healthy", a.work, a.healthy_args.split(), a.device, a.nproc, detach=True)
     elif a.what == "paused":
         run_paused(a.work, a.device, a.nproc, a.pause_s, a.limit_s)
+    elif a.what == "recovery":
+        run_recovery(a.work, a.device, a.nproc, a.limit_s)
     elif a.what == "faults":
         timeouts = [int(t) for t in a.timeouts.split(",")]
         run_faults(a.work, a.faults.split(","), timeouts, a.device, a.nproc, a.limit_s)

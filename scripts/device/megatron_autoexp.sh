@@ -15,6 +15,12 @@
 # attempts, completed?) and autoexp_logs.tar.gz (every attempt's log, autoexp's own output,
 # status.json and explain.txt per scenario).
 #
+# Issue 27's three, with SCENARIOS="... loadfail linger diskfull" (diskfull mounts a tmpfs: root):
+#   loadfail  the newest checkpoint damaged (same length) and rank 1 killed: the next attempt fails
+#             to load it -> quarantined, rolled back to the previous one, completes
+#   linger    rank 1 raises at iteration 120 and lingers (AUTOEXP_FAULT): decided at the settle window
+#   diskfull  the second save meets a full tmpfs: stop, the reason names the disk's free space
+#
 #   OUT=/tmp/out scripts/device/megatron_autoexp.sh          # on the 2-GPU machine (~6 min)
 #   FAKE=1 OUT=/tmp/out scripts/device/megatron_autoexp.sh   # CPU dry run with stand-in ranks
 set -uo pipefail
@@ -101,15 +107,55 @@ OOM=(backend.megatron.seq_length=8192 backend.megatron.max_position_embeddings=8
   backend.megatron.micro_batch_size=256 backend.megatron.global_batch_size=512
   +backend.megatron.no_create_attention_mask_in_dataloader=true)
 
-mkdir -p "$W"/{walltime,oom,stop,kill9}
-walltime &
-scenario oom 29602 "${OOM[@]}" &
-freeze_or_kill stop STOP 29603 &
-freeze_or_kill kill9 KILL 29604 &
-watch_fatal walltime 'exiting program after receiving SIGTERM' &
-watch_fatal oom 'OutOfMemoryError' &
-watch_fatal stop 'Watchdog caught collective operation timeout' &
-watch_fatal kill9 'exitcode: -9|exitcode *: -9' &
+# loadfail (issue 27): at iteration 160 (checkpoints at 50, 100, 150) every file of iter_0000150
+# but its metadata gets same-length garbage and rank 1 is killed: the next attempt fails in
+# load_checkpoint -> iter_0000150 quarantined, roll back to 100, complete.
+loadfail() {
+  scenario loadfail 29605 &
+  if at_iteration loadfail 160; then
+    python3 scripts/device/disk_faults.py damage \
+      "$W/loadfail/outputs/megatron_tiny/checkpoints/iter_0000150" > /dev/null && event loadfail damaged_iter_150
+    local pid
+    pid=$(python3 scripts/device/rank_pid.py "/.megatron_autoexp/loadfail/outputs/" 1) \
+      && kill -KILL "$pid" && event loadfail injected_KILL
+  fi
+  wait
+}
+
+# diskfull (issue 27): the checkpoint folder is a 64 MiB tmpfs; once the first checkpoint is
+# saved, a filler leaves half of its size free, so the save at 100 fails -> stop naming the disk.
+diskfull() {
+  local ck="$W/diskfull/outputs/megatron_tiny/checkpoints"
+  mkdir -p "$ck"
+  if ! mount -t tmpfs -o size=64m tmpfs "$ck"; then event diskfull not_run_mount_refused; return; fi
+  scenario diskfull 29607 &
+  if at_iteration diskfull 60; then
+    local used
+    used=$(du -sb "$ck" | cut -f1)
+    python3 scripts/device/disk_faults.py fill "$ck" $((used / 2)) > /dev/null && event diskfull filled
+  fi
+  wait
+  umount -l "$ck"
+}
+
+SCENARIOS=${SCENARIOS:-walltime oom stop kill9}
+for s in $SCENARIOS; do mkdir -p "$W/$s"; done
+for s in $SCENARIOS; do
+  case $s in
+    walltime) walltime & watch_fatal walltime 'exiting program after receiving SIGTERM' & ;;
+    oom) scenario oom 29602 "${OOM[@]}" & watch_fatal oom 'OutOfMemoryError' & ;;
+    stop) freeze_or_kill stop STOP 29603 & watch_fatal stop 'Watchdog caught collective operation timeout' & ;;
+    kill9) freeze_or_kill kill9 KILL 29604 & watch_fatal kill9 'exitcode: -9|exitcode *: -9' & ;;
+    loadfail) loadfail & watch_fatal loadfail 'Error|error|Exception' & ;;
+    linger)
+      # rank 1 raises at iteration 120 and its process stays (a non-daemon thread): rank 0 blocks in NCCL
+      AUTOEXP_FAULT=raise_and_linger@120:1 AUTOEXP_FAULT_ONCE_FILE="$W/linger/fault_fired" \
+        scenario linger 29606 &
+      watch_fatal linger 'injected crash at iteration' & ;;
+    diskfull) diskfull & watch_fatal diskfull 'No space left|unexpected pos|write failed|Errno 28' & ;;
+    *) echo "unknown scenario $s" >&2 ;;
+  esac
+done
 wait
 
 python3 scripts/device/megatron_results.py "$W" "$OUT/results"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -169,3 +170,22 @@ def test_slow_steps_and_fault_once_arguments() -> None:
     assert build_parser().parse_args(["--ckpt-dir", "c", "--slow-steps", "7:0.5"]).slow_steps == (7, 7, 0.5)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--ckpt-dir", "c", "--slow-steps", "soon"])
+
+
+def test_a_counted_fault_fires_as_many_times_as_asked_then_never(tmp_path: Path) -> None:
+    from oellm_autoexp.workloads import faults
+
+    marker = tmp_path / "fired"
+    assert [faults.armed(marker, times=2) for _ in range(4)] == [True, True, False, False]
+    assert marker.read_text() == "2"
+    assert faults.armed(None) is True  # no marker: every time
+
+
+def test_a_fault_asked_through_the_environment_is_parsed_or_refused(tmp_path: Path) -> None:
+    from oellm_autoexp.workloads import faults
+
+    asked = faults.from_env({"AUTOEXP_FAULT": "raise_and_linger@120:1", "AUTOEXP_FAULT_ONCE_FILE": "f"})
+    assert asked == faults.EnvFault(faults.Fault.RAISE_AND_LINGER, 120, 1, Path("f"))
+    assert faults.from_env({}) is None
+    with pytest.raises(ValueError, match="FAULT@ITERATION:RANK"):
+        faults.from_env({"AUTOEXP_FAULT": "melt@1:0"})
