@@ -29,7 +29,10 @@ An uncaught exception that does not end its process. The catch-all exception lin
 fatal line (a run may catch and log one), but the lines only an uncaught exception prints (a
 `[rankN]:` excepthook traceback, torchrun's Root Cause block: core/classify/uncaught.py) open the
 settle window like one. A progress line read after it withdraws it (the run went on); none
-within the window, and it is judged like any other fatal line.
+within the window, and it is judged like any other fatal line. With several ranks, a peer's
+iteration line that was in flight when one rank raised (the iteration every rank had finished,
+read with the traceback) is no sign of life: only a later iteration, or progress read a while
+after the traceback (IN_FLIGHT_S), withdraws it.
 """
 
 from __future__ import annotations
@@ -53,6 +56,10 @@ from oellm_autoexp.core.watch.progress import HangConfig, ProgressEvent, Progres
 from oellm_autoexp.core.watch.verdict import FatalMark, Trigger, Verdict
 
 DEFAULT_SETTLE_S = 5.0  # torchrun's exit summary follows the dead rank's lines within ~1-2 s
+# Peers' output of the iteration they were finishing when one rank raised comes with the
+# traceback (the same read, at most a poll later); the 2-GPU run of 2026-11-25 printed rank 0's
+# `iteration 229` just after rank 1's traceback at the start of 230.
+IN_FLIGHT_S = 2.0
 KILLED_PATTERN = SILENT_DEATH_PATTERN  # the synthetic cause of a teardown with no cause line
 
 
@@ -259,7 +266,7 @@ class AttemptView:
                     tracker, pending = progress.advance_iterations(tracker, pending), []
                 if event is not None:
                     tracker = progress.advance(tracker, event, at)
-            if event is not None and self._is_withdrawn_by(signal.line_no):
+            if event is not None and self._is_withdrawn_by(signal.line_no, event, at):
                 self.first_fatal, self._withdrawable = None, False  # the run went on
             if isinstance(event, progress.Iteration):
                 self._on_iteration(event.iteration, at, after_gap=event.after_gap)
@@ -272,10 +279,17 @@ class AttemptView:
             tracker = progress.advance_iterations(tracker, pending)
         self.tracker = tracker
 
-    def _is_withdrawn_by(self, progress_line_no: int) -> bool:
-        """A progress line after a pending uncaught exception's line: whatever printed it went on."""
+    def _is_withdrawn_by(self, progress_line_no: int, event: ProgressEvent, at: float) -> bool:
+        """A progress line after a pending uncaught exception's line: whatever printed it went on,
+        unless it is a peer's in-flight line (the next logged iteration, read with the traceback)."""
         fatal = self.first_fatal
-        return self._withdrawable and fatal is not None and progress_line_no > fatal.signal.line_no
+        if not (self._withdrawable and fatal is not None and progress_line_no > fatal.signal.line_no):
+            return False
+        if isinstance(event, progress.Iteration) and self._best_before_fatal is not None:
+            in_flight = self._best_before_fatal + (self.log_stride or 1)
+            if event.iteration <= in_flight and at - fatal.at_s < IN_FLIGHT_S:
+                return False
+        return True
 
     def _note_fatal(self, signal: Signal, at: float) -> None:
         """Keep the first fatal line (or uncaught exception's line); a fatal line confirms the latter."""

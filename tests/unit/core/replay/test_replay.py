@@ -344,3 +344,14 @@ def test_lines_of_one_time_are_one_batch_also_by_bisection() -> None:
     assert by_lines.decisions[0].judgement.evidence.lines == (
         "[rank1]: ValueError: shard index 6000 out of range for dataset with 5000 samples",
     )
+
+
+def test_a_rank_that_raised_and_lingers_beside_a_blocked_peer_is_judged_at_the_settle_window() -> None:
+    """Two H100s (2026-11-25): rank 1 raised at the start of iteration 230 and its process stayed;
+    rank 0 printed iteration 229 (in flight) just after the traceback and blocked in NCCL. The
+    exception line is judged 5 s after it, not at the hang limit."""
+    data = (REPO / "tests/fixtures/logs/gpu_monitor/raise_and_linger_pg600.log").read_bytes()
+    result = _fast(data, setup())
+    first = result.decisions[0]
+    assert first.judgement.evidence.after_first_fatal_s == 5.0
+    assert "injected crash at iteration 230 on rank 1" in (first.judgement.evidence.first_fatal_line or "")

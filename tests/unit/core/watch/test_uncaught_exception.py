@@ -92,10 +92,28 @@ def test_progress_after_the_exception_withdraws_it() -> None:
     assert v.fatal_due_s() is None and v.fatal_verdict(100.0) is None
 
 
-def test_progress_in_the_same_read_withdraws_it() -> None:
-    """A traceback and the next iteration read together: the later line withdraws the earlier one."""
+def test_a_peers_in_flight_iteration_does_not_withdraw_it() -> None:
+    """Two ranks: rank 0 prints the iteration it was finishing just after rank 1's traceback (2-GPU run,
+    2026-11-25). Read with the traceback, that next iteration is no sign of life: judged at the window."""
     v = view(settle_s=5.0)
     v.read([*UNCAUGHT, iteration(3)], 10.0)
+    assert v.fatal_due_s() == 15.0
+    verdict = v.fatal_verdict(15.0)
+    assert verdict is not None and verdict.cause is not None and verdict.cause.line == UNCAUGHT[-1]
+
+
+def test_progress_beyond_the_in_flight_iteration_in_the_same_read_withdraws_it() -> None:
+    """A traceback followed by two new iterations: the run went on past the one in flight."""
+    v = view(settle_s=5.0)
+    v.read([*UNCAUGHT, iteration(3), iteration(4)], 10.0)
+    assert v.fatal_due_s() is None
+
+
+def test_the_next_iteration_read_later_withdraws_it() -> None:
+    """The next iteration read well after the traceback (slow steps) is the run going on, not in flight."""
+    v = view(settle_s=5.0)
+    v.read(UNCAUGHT, 10.0)
+    v.read([iteration(3)], 13.0)
     assert v.fatal_due_s() is None
 
 
@@ -120,6 +138,7 @@ def test_a_later_uncaught_exception_opens_a_new_window() -> None:
     """Withdrawn once, a second uncaught exception with nothing after it is judged from its own line."""
     v = view(settle_s=5.0)
     v.read(UNCAUGHT, 10.0)
-    v.read([iteration(3)], 11.0)
+    v.read([iteration(3), iteration(4)], 11.0)  # past the iteration in flight: the run went on
+    assert v.fatal_due_s() is None
     v.read(UNCAUGHT, 20.0)
     assert v.fatal_due_s() == 25.0 and v.fatal_verdict(25.0) is not None
