@@ -297,7 +297,7 @@ def recovery_monitor_killed(work: Path, device: str, nproc: int, deadline: float
     return wait_recorded(scenario, proc, deadline)
 
 
-def run_recovery(work: Path, device: str, nproc: int, limit_s: float) -> None:
+def run_recovery(work: Path, device: str, nproc: int, limit_s: float, which: str = "") -> None:
     import threading
 
     deadline = time.monotonic() + limit_s
@@ -308,6 +308,8 @@ def run_recovery(work: Path, device: str, nproc: int, limit_s: float) -> None:
         "injob_killed2": lambda: recovery_injob(work, device, nproc, deadline, 2),
         "monitor_killed": lambda: recovery_monitor_killed(work, device, nproc, deadline),
     }
+    if which:
+        runs = {name: run for name, run in runs.items() if name in which.split(",")}
     results: dict[str, int] = {}
     threads = [threading.Thread(target=lambda n=n, f=f: results.__setitem__(n, f())) for n, f in runs.items()]
     for thread in threads:
@@ -384,6 +386,7 @@ def main() -> int:
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--limit-s", type=float, default=420.0)
     parser.add_argument("--pause-s", type=float, default=75.0, help="paused: how long the monitor is stopped")
+    parser.add_argument("--which", default="", help="recovery: only these scenarios (comma-separated)")
     parser.add_argument("--healthy-args", default=" ".join(HEALTHY_ARGS))
     a = parser.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
@@ -392,7 +395,7 @@ def main() -> int:
     elif a.what == "paused":
         run_paused(a.work, a.device, a.nproc, a.pause_s, a.limit_s)
     elif a.what == "recovery":
-        run_recovery(a.work, a.device, a.nproc, a.limit_s)
+        run_recovery(a.work, a.device, a.nproc, a.limit_s, a.which)
     elif a.what == "faults":
         timeouts = [int(t) for t in a.timeouts.split(",")]
         run_faults(a.work, a.faults.split(","), timeouts, a.device, a.nproc, a.limit_s)
