@@ -99,6 +99,13 @@ EXPECTED: dict[str, tuple[str | None, int | None, str | None]] = {
     "megatron_autoexp/stop_attempt1.log": ("nccl_timeout", 0, None),  # the frozen rank: a hang, not killed
     "megatron_autoexp/walltime_attempt1.log": ("time_limit", None, None),  # the planned save + exit 0
     **{f"megatron_autoexp/{s}_attempt2.log": (None, None, None) for s in ("kill9", "stop", "walltime")},
+    # 2 x H100, 2026-11-25 (scripts/device/two_gpu_proof.sh, two_gpu_followup.sh): issue 27's faults
+    "gpu_monitor/raise_and_linger_pg600.log": ("exception", 1, None),  # rank 0 blocked in NCCL beside it
+    "gpu_monitor/loadfail_rank0_attempt2.log": ("exception", 0, None),  # rank 0 alone loads: unpickling
+    "gpu_monitor/savefull_rank0.log": ("config_error", 0, None),  # ENOSPC in torch.save on rank 0
+    "megatron_autoexp/loadfail_attempt2.log": ("exception", 1, None),  # CheckpointException in load_checkpoint
+    "megatron_autoexp/linger_attempt1.log": ("exception", 1, None),  # AUTOEXP_FAULT raise_and_linger
+    "megatron_autoexp/diskfull_attempt1.log": ("config_error", None, None),  # torch_dist writer: unexpected pos
 }
 
 FIXTURES = sorted(str(p.relative_to(LOGS)) for p in LOGS.rglob("*.log"))
