@@ -29,6 +29,7 @@ from oellm_autoexp.core.jobs.cancel_retry import (
     cancelled_line,
     ended_line,
     failing_line,
+    is_failing_line,
     retry_after_s,
 )
 from oellm_autoexp.core.jobs.job_state import is_alive
@@ -63,8 +64,8 @@ class Cancels:
             self._failed(live, cancel_error(str(exc)), now)
             return False
         before = self._failing.pop(live.attempt.id, None)
-        if before is not None:
-            line = cancelled_line(live.executor_id, before.failures)
+        if before is not None or self._failed_before(live):
+            line = cancelled_line(live.executor_id, before.failures if before else None)
             self._event(live, line, now)
             self._say(f"{_who(live)}: {line}")
         return True
@@ -106,6 +107,13 @@ class Cancels:
         line = failing_line(self._action(live), error)
         self._event(live, line, now)
         self._say(f"WARNING: {who}: {line}; it may still run; cancelling again in {wait_s:g} s")
+
+    def _failed_before(self, live: LiveAttempt) -> bool:
+        """Did an earlier monitor leave this attempt's cancel failing (its last event says so)?"""
+        about = [
+            d for d in self.store.decisions_for_job(live.runtime.job.id) if d.attempt_id == live.attempt.id
+        ]
+        return bool(about) and is_failing_line(about[-1].reason)
 
     def _action(self, live: LiveAttempt) -> str:
         """The decision this cancel carries out (the last one recorded about the attempt)."""

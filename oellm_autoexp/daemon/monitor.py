@@ -66,6 +66,7 @@ from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
 from oellm_autoexp.daemon.session_lock import SessionLocks
 from oellm_autoexp.daemon.strays import StrayNet
 from oellm_autoexp.daemon.submitter import Submitter
+from oellm_autoexp.daemon.successor import watched_attempt
 from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt
 
 DEFAULT_POLL_S = 10.0  # a monitor with no job to watch (its sessions are done)
@@ -281,15 +282,21 @@ class Monitor:
     def _load_runtimes(self) -> None:
         for sid in self.session_ids:
             for job in self.store.jobs_for_session(sid):
-                if job.status == JobStatus.ACTIVE.value or self._cancelled_and_unseen(job):
+                if job.status == JobStatus.ACTIVE.value or self._ended_unseen(job):
                     self._runtimes[job.id] = job_runtime(job, self.state_dir, self._executor_factory)
 
-    def _cancelled_and_unseen(self, job: JobInfo) -> bool:
-        """`autoexp cancel` while no monitor ran: its attempt's end is still to be recorded."""
-        if job.status != JobStatus.CANCELLED_BY_USER.value:
+    def _ended_unseen(self, job: JobInfo) -> bool:
+        """A job no longer active whose attempt's end is still to be seen: `autoexp cancel` while no
+        monitor ran, or a stop whose scancel failed before the last monitor left (cancelled again
+        on resume: daemon/resume.py)."""
+        if job.status == JobStatus.CANCELLED_BY_USER.value:
+            latest = self.store.latest_attempt(job.id)
+            return bool(latest and latest.executor_job_id and latest.ended_at is None)
+        watched = watched_attempt(self.store, job.id)  # not a queued successor
+        if watched is None or not watched.executor_job_id or watched.ended_at is not None:
             return False
-        latest = self.store.latest_attempt(job.id)
-        return bool(latest and latest.executor_job_id and latest.ended_at is None)
+        decided = self.store.decisions_for_job(job.id)
+        return any(d.attempt_id == watched.id and d.action != DecisionAction.NONE.value for d in decided)
 
     def _finished(self) -> bool:
         # A job stopped from outside (`autoexp cancel`) or by a decision that cancelled it is not
@@ -306,8 +313,10 @@ class Monitor:
 
     def _exit_code(self) -> int:
         statuses = [self._job_status(j) for j in self._runtimes]
-        if any(s == JobStatus.ACTIVE.value for s in statuses):
-            return 0  # stopped on request; the jobs go on and a later monitor resumes them
+        if self._live or any(s == JobStatus.ACTIVE.value for s in statuses):
+            # Stopped on request; the jobs go on and a later monitor resumes them. A stopped job
+            # whose attempt may still run (its scancel failed) is not ended either.
+            return 0
         for sid in self.session_ids:
             self._writes.set_session_status(sid, SessionStatus.COMPLETED.value)
         self._observer.notice(SessionsEnded(tuple(self.session_ids), self.clock()))

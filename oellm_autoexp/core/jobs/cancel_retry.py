@@ -33,9 +33,17 @@ def failing_line(action: str, error: str) -> str:
     return f"{action} requested, cancel failing: {error}"
 
 
-def cancelled_line(executor_id: str, failures: int) -> str:
-    """The event once the cancel went through (Slurm ends the attempt next)."""
+def cancelled_line(executor_id: str, failures: int | None) -> str:
+    """The event once the cancel went through (Slurm ends the attempt next); `failures` None: an
+    earlier monitor's scancels failed (how often, this one does not know)."""
+    if failures is None:
+        return f"job {executor_id} cancelled (an earlier monitor's scancel had failed)"
     return f"job {executor_id} cancelled after {failures} failed scancel{'s' if failures != 1 else ''}"
+
+
+def is_failing_line(reason: str) -> bool:
+    """Is this recorded reason a `failing_line` (the cancel it tells of has not gone through)?"""
+    return ", cancel failing: " in reason
 
 
 def ended_line(executor_id: str, state: str) -> str:

@@ -147,3 +147,16 @@ def test_a_cancel_that_works_at_once_says_nothing(scancel: FakeScancel) -> None:
     cancels = Cancels(store, lambda _line: None)  # type: ignore[arg-type]
     assert cancels.cancel(_live(), now=0.0) is True
     assert store.events() == [] and scancel.calls == [["scancel", "4242"]]
+
+
+def test_a_cancel_an_earlier_monitor_left_failing_is_said_when_it_goes_through(scancel: FakeScancel) -> None:
+    """The store's last event about the attempt says its cancel was failing (another monitor's):
+    the scancel that goes through now says so, so `status` no longer shows the failure."""
+    scancel.failing = False
+    store = FakeStore()
+    live = _live()
+    _stopped(store, live)
+    store.record_decision(1, attempt_id=10, action="none", reason=f"stop requested, cancel failing: {STDERR}",
+                          now=datetime.now())  # fmt: skip
+    assert Cancels(store, lambda _line: None).cancel(live, now=0.0) is True  # type: ignore[arg-type]
+    assert store.events()[-1] == "job 4242 cancelled (an earlier monitor's scancel had failed)"

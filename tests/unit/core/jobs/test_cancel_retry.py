@@ -9,6 +9,7 @@ from oellm_autoexp.core.jobs.cancel_retry import (
     cancel_error,
     cancelled_line,
     failing_line,
+    is_failing_line,
     retry_after_s,
 )
 
@@ -41,3 +42,4 @@ def test_the_lines_name_the_decision_and_the_count() -> None:
     assert failing_line("stop", "boom") == "stop requested, cancel failing: boom"
     assert cancelled_line("12", 1) == "job 12 cancelled after 1 failed scancel"
     assert cancelled_line("12", 3) == "job 12 cancelled after 3 failed scancels"
+    assert is_failing_line(failing_line("restart", "x")) and not is_failing_line(cancelled_line("12", None))
