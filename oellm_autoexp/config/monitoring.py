@@ -21,9 +21,6 @@ from oellm_autoexp.core.watch.progress import HangConfig
 from oellm_autoexp.errors import UserError
 
 DEFAULT_PATTERNS = "megatron_production"
-# A resubmission waits while an attempt the monitor failed to cancel still runs (two attempts on
-# one checkpoint directory side by side); the cancel is tried again this often meanwhile.
-CANCEL_RETRY_S = 5.0
 
 
 class SupervisorSlurmSettings(BaseModel):

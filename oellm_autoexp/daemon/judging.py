@@ -32,7 +32,7 @@ from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth
 from oellm_autoexp.core.watch.verdict import Trigger, Verdict
 from oellm_autoexp.daemon.clock import utc
-from oellm_autoexp.daemon.resubmission import disk_if_save_failed, spend_of, unhealthy_after
+from oellm_autoexp.daemon.judge_inputs import disk_if_save_failed, spend_of, unhealthy_after
 from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt, job_history
 
 

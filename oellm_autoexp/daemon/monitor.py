@@ -13,7 +13,8 @@ What the loop hands off, each in a module of its own:
 - daemon/judging.py: the judge step (gather -> judge -> one transaction -> carry out),
   run on every verdict: the job ended, a fatal line settled, the hang tracker fired;
 - daemon/read_record.py: the timing record (which bytes were read when);
-- daemon/submitter.py, daemon/resubmission.py: submitting, and the checks before a resubmission.
+- daemon/presubmit.py, daemon/submitter.py: the checks before a resubmission, and submitting;
+- daemon/cancels.py: cancels, carried out (tried again while scancel fails) until the attempt ended.
 """
 
 from __future__ import annotations
@@ -39,13 +40,14 @@ from oellm_autoexp.adapters.store.sqlite_store import (
     SessionStatus,
     SQLiteStore,
 )
-from oellm_autoexp.config.monitoring import CANCEL_RETRY_S, poll_interval_s
+from oellm_autoexp.config.monitoring import poll_interval_s
 from oellm_autoexp.core.decide.judge import Judgement
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.jobs.job_record import JobRecord, allocation
 from oellm_autoexp.core.jobs.job_state import JobState, is_terminal
 from oellm_autoexp.core.watch.attempt_view import AttemptView, Recovery
 from oellm_autoexp.core.watch.verdict import Trigger, Verdict
+from oellm_autoexp.daemon.cancels import Cancels
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.events import (
     Judged,
@@ -56,19 +58,15 @@ from oellm_autoexp.daemon.events import (
     stale_found,
 )
 from oellm_autoexp.daemon.judging import judge_attempt, unrecorded_signals
+from oellm_autoexp.daemon.presubmit import PreSubmission, exclude_on_queued
 from oellm_autoexp.daemon.read_record import ReadRecord
-from oellm_autoexp.daemon.resubmission import (
-    exclude_arg,
-    exclude_on_queued,
-    gate_checkpoint,
-    is_resubmission,
-)
 from oellm_autoexp.daemon.resume import prime, resume
 from oellm_autoexp.daemon.scheduler import FollowUp, Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
 from oellm_autoexp.daemon.session_lock import SessionLocks
 from oellm_autoexp.daemon.strays import StrayNet
 from oellm_autoexp.daemon.submitter import Submitter
+from oellm_autoexp.daemon.successor import watched_attempt
 from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt
 
 DEFAULT_POLL_S = 10.0  # a monitor with no job to watch (its sessions are done)
@@ -114,12 +112,13 @@ class Monitor:
         self._deferred: list[object] = []
         self._runtimes: dict[int, JobRuntime] = {}  # job id -> runtime
         self._live: dict[int, LiveAttempt] = {}  # attempt id -> live attempt
-        self._uncancelled: set[int] = set()  # attempts whose scancel failed (held resubmission)
         self._by_log: dict[str, LiveAttempt] = {}  # absolute log path -> live attempt
         self._locks = SessionLocks(store, self.session_ids)
         self._tailer: LogTailer | None = None
         self._ticker: Ticker | None = None
         self._submitter = Submitter(store, self._say)
+        self._cancels = Cancels(store, self._say)  # tried again while scancel fails (daemon/cancels.py)
+        self._presubmit = PreSubmission(store, self._submitter, self._cancels, self._say)
         self._dirty = True
         self._snapshot_at = -math.inf  # when monitor_state.json was last written
         self._lock_lost = False  # a heartbeat found another monitor holding a session: stop
@@ -283,15 +282,21 @@ class Monitor:
     def _load_runtimes(self) -> None:
         for sid in self.session_ids:
             for job in self.store.jobs_for_session(sid):
-                if job.status == JobStatus.ACTIVE.value or self._cancelled_and_unseen(job):
+                if job.status == JobStatus.ACTIVE.value or self._ended_unseen(job):
                     self._runtimes[job.id] = job_runtime(job, self.state_dir, self._executor_factory)
 
-    def _cancelled_and_unseen(self, job: JobInfo) -> bool:
-        """`autoexp cancel` while no monitor ran: its attempt's end is still to be recorded."""
-        if job.status != JobStatus.CANCELLED_BY_USER.value:
+    def _ended_unseen(self, job: JobInfo) -> bool:
+        """A job no longer active whose attempt's end is still to be seen: `autoexp cancel` while no
+        monitor ran, or a stop whose scancel failed before the last monitor left (cancelled again
+        on resume: daemon/resume.py)."""
+        if job.status == JobStatus.CANCELLED_BY_USER.value:
+            latest = self.store.latest_attempt(job.id)
+            return bool(latest and latest.executor_job_id and latest.ended_at is None)
+        watched = watched_attempt(self.store, job.id)  # not a queued successor
+        if watched is None or not watched.executor_job_id or watched.ended_at is not None:
             return False
-        latest = self.store.latest_attempt(job.id)
-        return bool(latest and latest.executor_job_id and latest.ended_at is None)
+        decided = self.store.decisions_for_job(job.id)
+        return any(d.attempt_id == watched.id and d.action != DecisionAction.NONE.value for d in decided)
 
     def _finished(self) -> bool:
         # A job stopped from outside (`autoexp cancel`) or by a decision that cancelled it is not
@@ -308,8 +313,10 @@ class Monitor:
 
     def _exit_code(self) -> int:
         statuses = [self._job_status(j) for j in self._runtimes]
-        if any(s == JobStatus.ACTIVE.value for s in statuses):
-            return 0  # stopped on request; the jobs go on and a later monitor resumes them
+        if self._live or any(s == JobStatus.ACTIVE.value for s in statuses):
+            # Stopped on request; the jobs go on and a later monitor resumes them. A stopped job
+            # whose attempt may still run (its scancel failed) is not ended either.
+            return 0
         for sid in self.session_ids:
             self._writes.set_session_status(sid, SessionStatus.COMPLETED.value)
         self._observer.notice(SessionsEnded(tuple(self.session_ids), self.clock()))
@@ -318,17 +325,8 @@ class Monitor:
     # -- submitting -----------------------------------------------------------------------------
 
     def submit(self, rt: JobRuntime, now: float) -> None:
-        status = self._job_status(rt.job.id)
-        if status != JobStatus.ACTIVE.value:
-            # `autoexp cancel` during a restart's cooldown: the restart is dropped.
-            self._say(f"{rt.job.name}: not resubmitting: the job is {status}")
-            return
-        if self._predecessor_running(rt, now):
-            return
-        if not self._checkpoint_ready(rt, now):
-            self._submitter.successors.drop(rt, "stopped by the checkpoint check", now)
-            return
-        attempt = self._submitter.submit(rt, exclude_arg(self.store, rt, utc(now)), now)
+        """The checks before a resubmission, then the submission (daemon/presubmit.py)."""
+        attempt = self._presubmit.next_attempt(rt, now)
         if attempt is not None:
             self.attach(rt, attempt, now)
         self._dirty = True
@@ -350,6 +348,7 @@ class Monitor:
     def _poll(self, now: float) -> None:
         self._writes.flush()  # what a full disk held back, in order
         self._reads.save()
+        self._cancels.retry_due(now)  # cancels whose scancel failed (daemon/cancels.py)
         for job_id, _ in self._submitter.take_due(now):
             if job_id in self._runtimes:
                 self.submit(self._runtimes[job_id], now)
@@ -480,6 +479,7 @@ class Monitor:
         """Stop watching an attempt that ended (its end is recorded by the caller)."""
         self._reads.save()  # its last reads, and where its log was consumed to
         self._live.pop(live.attempt.id, None)
+        self._cancels.ended(live, self.clock())  # a cancel still failing is over
         if live.log_path and self._by_log.get(live.log_path) is live:
             del self._by_log[live.log_path]
             if self._tailer is not None:
@@ -525,13 +525,9 @@ class Monitor:
                 self.submit(self._runtimes[job_id], now)
 
     def cancel(self, live: LiveAttempt) -> None:
-        self.store.check_fence()  # Slurm checks no token: a fenced monitor must not scancel
-        try:
-            live.runtime.executor.cancel(live.executor_id)
-            self._uncancelled.discard(live.attempt.id)
-        except ExecutorError as exc:
-            self._uncancelled.add(live.attempt.id)
-            self._say(f"warning: cancelling {self._who(live)} failed: {exc}")
+        """scancel the attempt; while scancel fails it is tried again (daemon/cancels.py)."""
+        self._cancels.cancel(live, self.clock())
+        self._dirty = True
 
     def _check_fatal_lines(self, now: float) -> None:
         for live in list(self._live.values()):
@@ -553,7 +549,7 @@ class Monitor:
                 self._say(f"{self._who(live)}: hang detected: {verdict.hang.detail if verdict.hang else ''}")
                 self._judge(live, verdict, now)
 
-    # -- before a resubmission: history, spend, exclusions, checkpoint (daemon/resubmission.py) --
+    # -- exclusions on queued attempts, in-job recoveries --------------------------------------------
 
     def exclude_on_queued(self, rt: JobRuntime, now: float) -> None:
         """A successor of the job already queued gets the new list too (`scontrol update`, Slurm only)."""
@@ -562,16 +558,6 @@ class Monitor:
         ]
         for warning in exclude_on_queued(self.store, rt, [v.executor_id for v in queued], utc(now)):
             self._say(f"warning: {rt.job.name}: {warning}")
-
-    def _checkpoint_ready(self, rt: JobRuntime, now: float) -> bool:
-        """Check the checkpoint a resubmission resumes from; False: the job was stopped instead."""
-        if not is_resubmission(self.store, rt):
-            return True
-        gate = gate_checkpoint(self.store, rt, utc(now))
-        if gate.reason is not None:
-            self._say(f"{rt.job.name}: {gate.reason}")
-            self._dirty = True
-        return gate.resume
 
     def _record_recovery(self, live: LiveAttempt, recovery: Recovery, now: float) -> None:
         """An in-job restart healed: an event for `autoexp explain` (a `none` row: no budget counts it)."""
@@ -641,25 +627,6 @@ class Monitor:
                 raise
             return  # stays dirty: written again at a later poll; the buffer warns once a minute
         self._dirty, self._snapshot_at = False, self.clock()
-
-    def _predecessor_running(self, rt: JobRuntime, now: float) -> bool:
-        """An attempt whose scancel failed may still run: cancel it again and hold the
-        resubmission until a cancel went through (or it ended), never two attempts of a job side
-        by side on one checkpoint directory."""
-        alive = [
-            v
-            for v in self._live.values()
-            if v.runtime.job.id == rt.job.id and v.attempt.id in self._uncancelled
-        ]
-        for live in alive:
-            self.cancel(live)
-        held = [v for v in alive if v.attempt.id in self._uncancelled]
-        for live in held:
-            self._say(f"{rt.job.name}: not resubmitting while {self._who(live)} may still run (its "
-                      f"scancel failed); cancelling again in {CANCEL_RETRY_S:g} s")  # fmt: skip
-        if held:
-            self._submitter.schedule(rt.job.id, now + CANCEL_RETRY_S, ())
-        return bool(held)
 
 
 def stamped_line(message: str) -> str:

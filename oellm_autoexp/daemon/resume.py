@@ -57,8 +57,10 @@ def resume(loop: ResumingLoop, runtimes: Iterable[JobRuntime], now: float) -> No
     for rt in runtimes:
         latest = watched_attempt(loop.store, rt.job.id)  # not its queued successor
         if rt.job.status != JobStatus.ACTIVE.value:
-            if latest is not None:
-                loop.attach(rt, latest, now)  # only to record how the cancelled attempt ended
+            # Stopped while its attempt may still run (a cancel that failed is carried out again),
+            # or cancelled by the user: watched only to record how the attempt ended.
+            if latest is not None and not carry_out_recorded(loop, rt, latest, now):
+                loop.attach(rt, latest, now)
             continue
         if latest is None or latest.intent in (Intent.ABANDONED.value, Intent.INTENDED.value):
             loop.submit(rt, now)  # adopts an unconfirmed intent found by its tag

@@ -1,4 +1,4 @@
-"""The checks before a resubmission (daemon/resubmission.py) on real files, without Slurm."""
+"""The checks before a resubmission (daemon/presubmit.py; the spend: daemon/judge_inputs.py) on real files, without Slurm."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 from oellm_autoexp.adapters.executors.local import LocalExecutor
 from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo
 from oellm_autoexp.core.jobs.job_state import JobState
-from oellm_autoexp.daemon.resubmission import check_before_resubmit, measure_spend
+from oellm_autoexp.daemon.judge_inputs import measure_spend
+from oellm_autoexp.daemon.presubmit import check_before_resubmit
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "checkpoints" / "workload_run"
 TRACKER = "latest_checkpointed_iteration.txt"

@@ -113,12 +113,13 @@ def test_a_job_requeued_with_scontrol_is_waited_for_not_restarted(autoexp: Autoe
     assert "attempt 2 done" in (autoexp.tmp / "out" / "logs" / f"slurm-{job_id}.out").read_text()
 
 
-def test_a_failing_scancel_holds_the_resubmission_until_a_cancel_goes_through(autoexp: AutoexpEnv) -> None:
-    """The restart's scancel fails (a wrapper named scancel first on PATH, failing while a flag
-    file exists): the old attempt still runs, so no second attempt is submitted beside it; the
-    monitor says so and cancels again; once scancel works the old one is cancelled, the next
-    attempt runs and completes. Before, attempt 2 was submitted at once and attempt 1 was left
-    running after the session ended."""
+SCANCEL_ERROR = "scancel: error: Kill job error on job id: Unexpected message received"
+OOM_LINE = "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 279.60 GiB."
+
+
+def broken_scancel(autoexp: AutoexpEnv) -> dict[str, str]:
+    """A wrapper named scancel first on PATH, failing with SCANCEL_ERROR while the flag file
+    `scancel-broken` exists (created here); the environment that puts it first."""
     real = shutil.which("scancel")
     assert real is not None
     bindir = autoexp.tmp / "bin"
@@ -126,12 +127,21 @@ def test_a_failing_scancel_holds_the_resubmission_until_a_cancel_goes_through(au
     wrapper = bindir / "scancel"
     wrapper.write_text(
         f'#!/bin/bash\nif [ -e "{autoexp.tmp}/scancel-broken" ]; then\n'
-        "  echo 'scancel: error: Kill job error on job id: Unexpected message received' >&2; exit 1\nfi\n"
+        f"  echo '{SCANCEL_ERROR}' >&2; exit 1\nfi\n"
         f'exec {real} "$@"\n'
     )
     wrapper.chmod(0o755)
     autoexp.flag("scancel-broken")
-    env = autoexp.env | {"PATH": f"{bindir}:{autoexp.env.get('PATH', '')}"}
+    return autoexp.env | {"PATH": f"{bindir}:{autoexp.env.get('PATH', '')}"}
+
+
+def test_a_failing_scancel_holds_the_resubmission_until_a_cancel_goes_through(autoexp: AutoexpEnv) -> None:
+    """The restart's scancel fails (a wrapper named scancel first on PATH, failing while a flag
+    file exists): the old attempt still runs, so no second attempt is submitted beside it; the
+    monitor says so and cancels again; once scancel works the old one is cancelled, the next
+    attempt runs and completes. Before, attempt 2 was submitted at once and attempt 1 was left
+    running after the session ended."""
+    env = broken_scancel(autoexp)
     script = autoexp.script(
         f'if [ "$n" -eq 1 ]; then echo {json.dumps(NCCL_LINE)} >&2; wait_for never; fi\necho "attempt $n done"\n'
     )
@@ -143,5 +153,37 @@ def test_a_failing_scancel_holds_the_resubmission_until_a_cancel_goes_through(au
     assert autoexp.finish(monitor) == 0, autoexp.output(monitor)
     attempts = autoexp.attempts()
     assert [a.state.value for a in attempts] == ["CANCELLED", "COMPLETED"], attempts
-    assert [a for a, _ in autoexp.reasons()] == ["restart", "stop"]
+    reasons = autoexp.reasons()
+    assert [a for a, _ in reasons] == ["restart", "none", "none", "stop"], reasons
+    assert reasons[1][1] == f"restart requested, cancel failing: {SCANCEL_ERROR}", reasons
+    assert reasons[2][1].startswith(f"job {first} cancelled after "), reasons
     assert squeue_state(first) in (None, "CANCELLED")
+
+
+def test_a_stop_whose_scancel_fails_is_cancelled_again_until_the_job_ends(autoexp: AutoexpEnv) -> None:
+    """A fatal OOM line stops the job while it runs, and its scancel fails: the monitor says so
+    (an event; `status` shows "stop requested, cancel failing: <scancel's stderr>"), keeps
+    running and cancels again on its backoff, submits nothing; once scancel works the job is
+    cancelled, Slurm ends it, and the monitor ends with the job stopped. Before (#27), the one
+    failed scancel was never tried again: the job ran on to its time limit under a stopped job."""
+    env = broken_scancel(autoexp)
+    script = autoexp.script(f"echo {json.dumps(OOM_LINE)} >&2\nwait_for never\n")
+    config = autoexp.experiment(["bash", str(script)], monitoring={"fatal_settle_s": 1})
+    monitor = autoexp.start("run", str(config), env=env)
+    first = autoexp.running(1)
+    failing = f"stop requested, cancel failing: {SCANCEL_ERROR}"
+    wait_until(lambda: ("none", failing) in autoexp.reasons(), "the failing cancel's event")
+    status = autoexp.cli("status")
+    assert failing in status.stdout, status.stdout + status.stderr
+    wait_until(lambda: "scancel failed again" in autoexp.output(monitor), "a second try")
+    assert monitor.poll() is None and squeue_state(first) == "RUNNING"
+    assert len(autoexp.attempts()) == 1 and autoexp.job().status == "stopped"
+    (autoexp.tmp / "scancel-broken").unlink()
+    assert autoexp.finish(monitor) == 1, autoexp.output(monitor)
+    (attempt,) = autoexp.attempts()
+    assert attempt.state.value == "CANCELLED" and squeue_state(first) in (None, "CANCELLED")
+    reasons = autoexp.reasons()
+    assert reasons[0] == ("stop", "Permanent failure detected (excluded error_type: oom)"), reasons
+    assert reasons[1] == ("none", failing), reasons
+    assert reasons[-1][0] == "none" and reasons[-1][1].startswith(f"job {first} cancelled after "), reasons
+    assert f"job {first} cancelled after " in autoexp.cli("status").stdout

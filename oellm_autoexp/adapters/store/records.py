@@ -13,6 +13,10 @@ from oellm_autoexp.core.jobs.job_state import JobState
 if TYPE_CHECKING:  # the converters only read attributes: the read-only commands import no ORM
     from oellm_autoexp.adapters.store.schema import AttemptRow, DecisionRow, JobRow, SessionRow, SignalRow
 
+    # A type only: core's value type (core imports nothing of adapters); `status` never builds one
+    # unless a job has exclusions (adapters/store/reader.py imports it then).
+    from oellm_autoexp.core.decide.exclusions import Exclusion
+
 
 @dataclass(frozen=True)
 class SessionInfo:
@@ -197,7 +201,5 @@ class JudgeRecords:
 
     job: JobInfo | None  # None: the job was deleted under the monitor
     decisions: list[DecisionInfo]  # every decision about the job, oldest first: the budgets' history
-    exclusions: list[
-        Any
-    ]  # every node exclusion of the job (core/decide/exclusions.py Exclusion), expired too
+    exclusions: list[Exclusion]  # every node exclusion of the job, expired ones too
     attempts: list[AttemptInfo]  # every attempt, for the spend when the policy has a budget

@@ -9,7 +9,7 @@ before it is complete and a rollback would finish the run.
 So an attempt that began loading checkpoint N (`loading checkpoint from DIR at iteration N`)
 and failed before it reached a new iteration, with a load-side cause, restarts instead: the
 resubmission quarantines checkpoint N (renamed `failed_iter_...`, never deleted, within the
-rollback budget: daemon/resubmission.py) and resumes from the previous complete one. A
+rollback budget: daemon/presubmit.py) and resumes from the previous complete one. A
 load-side cause is one of:
 - a traceback through the checkpoint loader (pattern `checkpoint_load_frame`) ending in an
   exception or a checkpoint error;

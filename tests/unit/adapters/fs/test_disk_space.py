@@ -1,5 +1,5 @@
 """The checkpoint directory's free space (adapters/fs/disk_space.py), statvfs faked at its boundary,
-and the warning before a resubmission (daemon/resubmission.py `with_space_warning`)."""
+and the warning before a resubmission (daemon/presubmit.py `with_space_warning`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from oellm_autoexp.adapters.fs.disk_space import disk_space
-from oellm_autoexp.daemon.resubmission import CheckpointGate, with_space_warning
+from oellm_autoexp.daemon.presubmit import CheckpointGate, with_space_warning
 
 MIB = 2**20
 

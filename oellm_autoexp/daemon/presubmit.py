@@ -1,38 +1,103 @@
-"""What the monitor checks before a job is resubmitted: its checkpoint, its spend, its exclusions.
+"""Before a job's next attempt is submitted: the checks, in the order they run.
 
-The verdicts are pure (core/checkpoint/rollback.py, core/decide/spend.py, core/decide/exclusions.py);
-this module gathers their inputs (the checkpoint files, one sacct call, the store's
-exclusions) and carries out the one action a check may take by itself, a checkpoint
-rollback (moves aside, never deletes).
+The loop calls `PreSubmission.next_attempt` when a restart's resubmission is due (and on
+resume, for a job with no attempt to watch). Top to bottom:
+
+1. The job is still active: `autoexp cancel` during a restart's cooldown drops the restart.
+2. No earlier attempt may still run: an attempt whose scancel failed holds the job, and is
+   cancelled again on its backoff (daemon/cancels.py). Two attempts of one job never run side
+   by side on one checkpoint directory.
+3. The checkpoint the attempt resumes from (resubmissions only; docs/checkpoints.md): an
+   incomplete one, or one the last attempt failed to load, is rolled back (moved aside, never
+   deleted; an event); what cannot be fixed stops the job (a `stop` decision and the job's
+   status in one transaction), and its queued successor is dropped (daemon/successor.py).
+   A warning is added when the next save will not fit on the disk.
+4. The nodes it must not run on: the experiment's own `--exclude` plus the active exclusions.
+5. The submission (daemon/submitter.py `Submitter.submit`): an unconfirmed intent is adopted
+   by its tag; else the job's queued successor is adopted (daemon/successor.py
+   `Successors.adopt`: given the exclusions, released); else a fresh sbatch, with the next
+   successor queued behind it while the restart budget allows.
+
+The verdicts are pure (core/checkpoint/rollback.py, core/decide/exclusions.py); this module
+gathers their inputs and carries out the one action a check takes by itself, the rollback.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from oellm_autoexp.adapters.checkpoints.checkpoint_files import apply_rollback, check_run
-from oellm_autoexp.adapters.executors.base import Executor, ExecutorError
+from oellm_autoexp.adapters.executors.base import ExecutorError
 from oellm_autoexp.adapters.fs.disk_space import Statvfs, disk_space
 from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, JobStatus, SQLiteStore
 from oellm_autoexp.backends.build import checkpoint_dir
-from oellm_autoexp.core.checkpoint.disk import DiskSpace, is_save_failure, space_warning
+from oellm_autoexp.core.checkpoint.disk import space_warning
 from oellm_autoexp.core.checkpoint.rollback import rollback_line
-from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.exclusions import active_nodes, exclude_list
 from oellm_autoexp.core.decide.load_failure import short
 from oellm_autoexp.core.decide.policy import DecisionAction
-from oellm_autoexp.core.decide.spend import Spend, total_spend, usage_from_attempts
-from oellm_autoexp.core.jobs.job_state import JobState
-from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.outcome import OutcomeKind
-from oellm_autoexp.core.watch.verdict import Verdict
+from oellm_autoexp.daemon.cancels import Cancels
+from oellm_autoexp.daemon.clock import utc
+from oellm_autoexp.daemon.submitter import Submitter
 from oellm_autoexp.daemon.watch import JobRuntime
 from oellm_autoexp.plan.plan import JobPlan, configured_exclude
+
+
+class PreSubmission:
+    """Runs the checks (module docstring) and, when they pass, the submission."""
+
+    def __init__(
+        self, store: SQLiteStore, submitter: Submitter, cancels: Cancels, say: Callable[[str], None]
+    ) -> None:
+        self.store = store
+        self._submitter = submitter
+        self._cancels = cancels
+        self._say = say
+
+    def next_attempt(self, rt: JobRuntime, now: float) -> AttemptInfo | None:
+        """The job's next attempt (submitted or adopted) to watch; None when none is, now."""
+        job = self.store.get_job(rt.job.id)
+        status = job.status if job else JobStatus.STOPPED.value
+        if status != JobStatus.ACTIVE.value:  # 1.
+            self._say(f"{rt.job.name}: not resubmitting: the job is {status}")
+            return None
+        if self._predecessor_running(rt, now):  # 2.
+            return None
+        if not self._checkpoint_ready(rt, now):  # 3.
+            self._submitter.successors.drop(rt, "stopped by the checkpoint check", now)
+            return None
+        return self._submitter.submit(rt, exclude_arg(self.store, rt, utc(now)), now)  # 4., 5.
+
+    def _predecessor_running(self, rt: JobRuntime, now: float) -> bool:
+        """An attempt whose scancel failed may still run: hold the submission until a cancel went
+        through (or it ended), and look again at its next try."""
+        held = self._cancels.holding(rt.job.id, now)
+        for failing in held:
+            live = failing.live
+            self._say(f"{rt.job.name}: not resubmitting while attempt {live.attempt.attempt_no} (job "
+                      f"{live.executor_id}) may still run (its scancel failed); cancelling again in "
+                      f"{max(failing.retry_at_s - now, 0.0):g} s")  # fmt: skip
+        if held:
+            self._submitter.schedule(rt.job.id, min(f.retry_at_s for f in held), ())
+        return bool(held)
+
+    def _checkpoint_ready(self, rt: JobRuntime, now: float) -> bool:
+        """Check the checkpoint a resubmission resumes from; False: the job was stopped instead."""
+        if not is_resubmission(self.store, rt):
+            return True
+        gate = gate_checkpoint(self.store, rt, utc(now))
+        if gate.reason is not None:
+            self._say(f"{rt.job.name}: {gate.reason}")
+        return gate.resume
+
+
+# -- 3. the checkpoint a resubmission resumes from (docs/checkpoints.md) --------------------------
 
 
 @dataclass(frozen=True)
@@ -43,9 +108,6 @@ class CheckpointGate:
     resume: bool  # False: stop the job (`reason` says why and what to check)
     reason: str | None = None  # a line for the decision record; None when nothing happened
     problems: tuple[str, ...] = ()  # the check's findings, kept as the decision's evidence
-
-
-# -- the checkpoint a resubmission resumes from (docs/checkpoints.md) ----------------------------
 
 
 def is_resubmission(store: SQLiteStore, rt: JobRuntime) -> bool:
@@ -86,25 +148,6 @@ def with_space_warning(gate: CheckpointGate, statvfs: Statvfs = os.statvfs) -> C
     if warning is None:
         return gate
     return replace(gate, reason=f"{gate.reason}; {warning}" if gate.reason else warning)
-
-
-def disk_if_save_failed(rt: JobRuntime, cause: Signal | None) -> DiskSpace | None:
-    """The checkpoint directory's free space, read only when the attempt's cause is a failed write."""
-    return disk_space(checkpoint_dir_of(rt.plan)) if is_save_failure(cause) else None
-
-
-def unhealthy_after(rt: JobRuntime, verdict: Verdict, allocation: Sequence[str]) -> list[NodeHealth]:
-    """The attempt's nodes Slurm reports unfit, asked only when Slurm ended it with NODE_FAIL (one
-    `scontrol show node`; the executor may not know Slurm: none then). A node set DOWN under a
-    job leaves no log line naming it: its state is the evidence that blames it."""
-    record = verdict.record
-    query = getattr(rt.executor, "unhealthy_nodes", None)  # only SlurmExecutor knows node states
-    if record is None or record.state is not JobState.NODE_FAIL or query is None or not allocation:
-        return []
-    try:
-        return list(query(allocation))
-    except ExecutorError:
-        return []  # no evidence: no one is blamed
 
 
 def failed_load_of(store: SQLiteStore, rt: JobRuntime, latest: AttemptInfo | None) -> dict[int, str]:
@@ -155,36 +198,7 @@ def _stop_line(why: str, directory: Path) -> str:
     return f"not resubmitting: {why} (details: autoexp checkpoint check {directory})"
 
 
-# -- the cumulative spend (core/decide/spend.py) ----------------------------------------------------------
-
-
-def spend_of(rt: JobRuntime, attempts: Sequence[AttemptInfo], now: datetime) -> Spend | None:
-    """What the job's attempts spent, when its policy has a budget to check it against."""
-    if rt.policy.spend_limits is None:
-        return None  # nothing to check: no sacct call
-    submitted = [a for a in attempts if a.executor_job_id]
-    return measure_spend(rt.executor, submitted, rt.plan.config.slurm.gpus_per_node, now)
-
-
-def measure_spend(
-    executor: Executor, attempts: Sequence[AttemptInfo], gpus_per_node: int, now: datetime
-) -> Spend:
-    """What every attempt of a job held, summed: one sacct call on Slurm, else the store's times.
-
-    The local executor (and a cluster without accounting) has no sacct: each attempt's
-    elapsed time is then its end (or `now`) minus its start, on the nodes it ran on.
-    """
-    ids = [a.executor_job_id for a in attempts if a.executor_job_id]
-    usage = getattr(executor, "usage", None)  # only SlurmExecutor asks sacct
-    if usage is not None:
-        try:
-            return total_spend(usage(ids), gpus_per_node)
-        except ExecutorError:
-            pass  # no accounting here: the store's start and end times are the next best
-    return total_spend(usage_from_attempts(attempts, now), gpus_per_node)
-
-
-# -- node exclusions (core/decide/exclusions.py) -------------------------------------------------------
+# -- 4. node exclusions (core/decide/exclusions.py) -----------------------------------------------
 
 
 def active_exclusions(store: SQLiteStore, rt: JobRuntime, now: datetime) -> tuple[str, ...]:

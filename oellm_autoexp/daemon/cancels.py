@@ -1,0 +1,131 @@
+"""The monitor's cancels of running attempts, carried out until Slurm says the attempt ended.
+
+A decision that cancels a running attempt (a stop, or a restart on a fatal line) is recorded
+first (daemon/judging.py), then `Cancels.cancel` runs `scancel`. When scancel fails the
+attempt may run on: it is kept here as failing and
+
+- said loudly: a warning line, and once per distinct error an event (a `none` decision,
+  "stop requested, cancel failing: <scancel's stderr>") that `status` shows as the job's last
+  decision and `explain` lists;
+- cancelled again on a bounded backoff (core/jobs/cancel_retry.py) at every poll that finds a
+  try due (`retry_due`), for as long as it fails;
+- a hold on the job's next attempt (`holding`, asked by daemon/presubmit.py): never two
+  attempts of one job side by side on one checkpoint directory.
+
+It leaves the failing set when a scancel goes through (an event: cancelled after N failures),
+or when the loop sees the attempt end (`ended`; an event if it ended by itself meanwhile).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from oellm_autoexp.adapters.executors.base import ExecutorError
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
+from oellm_autoexp.core.decide.policy import DecisionAction
+from oellm_autoexp.core.jobs.cancel_retry import (
+    cancel_error,
+    cancelled_line,
+    ended_line,
+    failing_line,
+    is_failing_line,
+    retry_after_s,
+)
+from oellm_autoexp.core.jobs.job_state import is_alive
+from oellm_autoexp.daemon.clock import utc
+from oellm_autoexp.daemon.watch import LiveAttempt
+
+
+@dataclass
+class Failing:
+    """An attempt whose last scancel failed: it may still run."""
+
+    live: LiveAttempt
+    failures: int  # scancels that failed in a row
+    error: str  # what the last one said (its stderr)
+    retry_at_s: float  # when it is tried again
+
+
+class Cancels:
+    """Cancels running attempts; keeps those whose scancel failed until it goes through."""
+
+    def __init__(self, store: SQLiteStore, say: Callable[[str], None]) -> None:
+        self.store = store
+        self._say = say
+        self._failing: dict[int, Failing] = {}  # attempt id -> its failing cancel
+
+    def cancel(self, live: LiveAttempt, now: float) -> bool:
+        """scancel the attempt; False when scancel failed (it is then tried again, see module doc)."""
+        self.store.check_fence()  # Slurm checks no token: a fenced monitor must not scancel
+        try:
+            live.runtime.executor.cancel(live.executor_id)
+        except ExecutorError as exc:
+            self._failed(live, cancel_error(str(exc)), now)
+            return False
+        before = self._failing.pop(live.attempt.id, None)
+        if before is not None or self._failed_before(live):
+            line = cancelled_line(live.executor_id, before.failures if before else None)
+            self._event(live, line, now)
+            self._say(f"{_who(live)}: {line}")
+        return True
+
+    def retry_due(self, now: float) -> None:
+        """Cancel again every failing attempt whose try is due (each poll)."""
+        for failing in [f for f in self._failing.values() if f.retry_at_s <= now]:
+            self.cancel(failing.live, now)
+
+    def holding(self, job_id: int, now: float) -> list[Failing]:
+        """The job's attempts that may still run because their scancel failed, after one more try
+        for those due: while any is left, the job's next attempt is not submitted."""
+        mine = [f for f in self._failing.values() if f.live.runtime.job.id == job_id]
+        for failing in mine:
+            if failing.retry_at_s <= now:
+                self.cancel(failing.live, now)
+        return [f for f in mine if f.live.attempt.id in self._failing]
+
+    def ended(self, live: LiveAttempt, now: float) -> None:
+        """The loop saw the attempt end: nothing is left to cancel."""
+        before = self._failing.pop(live.attempt.id, None)
+        if before is not None:
+            # A job lost from squeue and sacct (the unknown deadline) ends in no state of its own.
+            line = ended_line(live.executor_id, "UNKNOWN" if is_alive(live.state) else live.state.value)
+            self._event(live, line, now)
+            self._say(f"{_who(live)}: {line}")
+
+    def _failed(self, live: LiveAttempt, error: str, now: float) -> None:
+        before = self._failing.get(live.attempt.id)
+        failures = before.failures + 1 if before else 1
+        wait_s = retry_after_s(failures)
+        self._failing[live.attempt.id] = Failing(live, failures, error, now + wait_s)
+        who = _who(live)
+        if before is not None and before.error == error:
+            self._say(f"warning: {who}: scancel failed again ({failures} times): {error}; "
+                      f"cancelling again in {wait_s:g} s")  # fmt: skip
+            return
+        # The first failure (or a new error): an event that `status` and `explain` show.
+        line = failing_line(self._action(live), error)
+        self._event(live, line, now)
+        self._say(f"WARNING: {who}: {line}; it may still run; cancelling again in {wait_s:g} s")
+
+    def _failed_before(self, live: LiveAttempt) -> bool:
+        """Did an earlier monitor leave this attempt's cancel failing (its last event says so)?"""
+        about = [
+            d for d in self.store.decisions_for_job(live.runtime.job.id) if d.attempt_id == live.attempt.id
+        ]
+        return bool(about) and is_failing_line(about[-1].reason)
+
+    def _action(self, live: LiveAttempt) -> str:
+        """The decision this cancel carries out (the last one recorded about the attempt)."""
+        for d in reversed(self.store.decisions_for_job(live.runtime.job.id)):
+            if d.attempt_id == live.attempt.id and d.action != DecisionAction.NONE.value:
+                return d.action
+        return "cancel"
+
+    def _event(self, live: LiveAttempt, line: str, now: float) -> None:
+        self.store.record_decision(live.runtime.job.id, attempt_id=live.attempt.id,
+                                   action=DecisionAction.NONE.value, reason=line, now=utc(now))  # fmt: skip
+
+
+def _who(live: LiveAttempt) -> str:
+    return f"{live.runtime.job.name} attempt {live.attempt.attempt_no} (job {live.executor_id})"
