@@ -27,4 +27,5 @@ export AUTOEXP_REQUIRE_SLURM=1
 ruff check .
 ruff format --check .
 mypy
-pytest "$@"
+# The slowest tests, so that CI time (45 min budget) is watched at every run.
+pytest --durations=30 "$@"
