@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -241,6 +242,22 @@ def corpus_accuracy(d: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
+def catalog_cost(d: dict[str, Any]) -> list[str]:
+    out = [f"Base: `{d['base'][:10]}` (the merge-base with main), same corpora, trees interleaved round by round.", "",
+           "| corpus | patterns (this tree / base) | MB/s this tree: min / median / max | MB/s base: min / median / max | median ratio |",
+           "|---|---|---|---|---|"]  # fmt: skip
+    for corpus in ("healthy", "dense"):
+        c = d[corpus]
+        cells = [
+            " / ".join(f"{f(c['rows'][k]):.1f}" for f in (min, statistics.median, max))
+            for k in ("this tree", "base")
+        ]
+        out.append(
+            f"| {corpus} | {c['patterns']['this tree']} / {c['patterns']['base']} | {cells[0]} | {cells[1]} | x{c['ratio']:.2f} |"
+        )
+    return out
+
+
 def unsupervised(d: dict[str, Any]) -> list[str]:
     login = d["login_s"]
     shown = (
@@ -412,6 +429,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "soak_supervision": soak_supervision,
     "unsupervised": unsupervised,
     "corpus_accuracy": corpus_accuracy,
+    "catalog_cost": catalog_cost,
     "fleet_ettr": fleet_ettr,
     "successor_restart": successor_restart,
     "cli_startup": cli_startup,

@@ -81,9 +81,17 @@ def _cell(value: Any) -> str:
 
 
 def explain_lines(
-    job: JobInfo, attempts: Sequence[AttemptInfo], decisions: Sequence[DecisionInfo]
+    job: JobInfo,
+    attempts: Sequence[AttemptInfo],
+    decisions: Sequence[DecisionInfo],
+    unknown: Mapping[int, Sequence[tuple[int | None, Sequence[str]]] | None] | None = None,
 ) -> list[str]:
-    """Each attempt and each decision about it, with the evidence lines it was based on."""
+    """Each attempt and each decision about it, with the evidence lines it was based on.
+
+    `unknown`: the failed attempts (by id) whose log has no recognised failure line, with the
+    last lines of each rank's output (core/classify/unknown.py rank_tails), None where the log
+    could not be read; such an attempt says so instead of leaving the cause blank.
+    """
     out = [
         f"job {job.name} (key {job.job_key}): {job.status}"
         + (f" — {job.status_reason}" if job.status_reason else "")
@@ -96,12 +104,32 @@ def explain_lines(
         exit_code = "-" if a.exit_code is None else a.exit_code
         out.append(f"  attempt {a.attempt_no}: job {a.executor_job_id or '-'} {a.state.value} "
                    f"exit={exit_code} nodes={nodes} log={a.log_path or '-'}")  # fmt: skip
+        if unknown is not None and a.id in unknown:
+            out.extend(_unknown_lines(unknown[a.id]))
         for d in by_attempt.pop(a.id, []):
             out.extend(_decision_lines(d))
     if rest := [d for ds in by_attempt.values() for d in ds]:
         out.append("  no attempt:")  # recorded without an attempt, or for one not listed
         for d in sorted(rest, key=lambda d: d.id):
             out.extend(_decision_lines(d))
+    return out
+
+
+def _unknown_lines(tails: Sequence[tuple[int | None, Sequence[str]]] | None) -> list[str]:
+    from oellm_autoexp.core.classify.unknown import UNKNOWN_HINT
+
+    if tails is None:
+        return ["    no recognised failure line: its log could not be read",
+                f"    (`{UNKNOWN_HINT}` lists unexplained failures across sessions)"]  # fmt: skip
+    out = ["    no recognised failure line in its log; the last lines of each rank's output:"]
+    for rank, lines in tails:
+        out.append(
+            "      " + ("no rank prefix (launcher, batch script):" if rank is None else f"rank {rank}:")
+        )
+        out += [f"        | {line}" for line in lines]
+    if not tails:
+        out.append("      (the log is empty)")
+    out.append(f"    to make a pattern of one of them: {UNKNOWN_HINT}")
     return out
 
 

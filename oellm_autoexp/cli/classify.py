@@ -159,7 +159,7 @@ def run_unknown(args: argparse.Namespace, patterns: PatternSet) -> int:
                 )
                 exit_code = "" if attempt.exit_code is None else f", exit code {attempt.exit_code}"
                 print(f"{where}, attempt {attempt.attempt_no}: FAILED{exit_code}, no cause in {path}")
-                lines = telling_lines(_tail(path))
+                lines = telling_lines(tail_lines(path))
                 print("\n".join(f"  | {line}" for line in lines))
                 suggestion = next((s for s in map(suggest_pattern, reversed(lines)) if s), None)
                 if suggestion is not None:
@@ -172,7 +172,7 @@ def run_unknown(args: argparse.Namespace, patterns: PatternSet) -> int:
     return 0
 
 
-def _tail(path: Path) -> list[str]:
+def tail_lines(path: Path) -> list[str]:
     """The last TAIL_BYTES of a log, as lines (the first, cut one dropped)."""
     with path.open("rb") as fh:
         size = fh.seek(0, 2)

@@ -318,9 +318,64 @@ def decide_elastic_signal(line: str) -> str | None:
     return None
 
 
+_API_EXIT = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\)")
+
+
+def decide_elastic_exit(line: str) -> str | None:
+    """The class of the elastic agent's `failed (exitcode: N) local_rank: ...` line.
+
+    torch/distributed/elastic/multiprocessing/api.py logs it for the first failed worker:
+    a negative code is the signal that killed it (-9 from outside, -11 a segfault), a
+    positive one the worker's own exit (an exception, printed above when the worker's
+    output is in view); SIGTERM/SIGINT are the agent's own teardown (None).
+    """
+    m = _API_EXIT.search(line)
+    if m is None:
+        return None
+    return elastic_cause(ElasticFailure(exitcode=int(m.group("code"))))
+
+
+# strsignal() names (glibc) -> the class, for a worker process a signal ended. SIGBUS in a
+# DataLoader worker is shared memory running out (torch/csrc/DataLoader.cpp adds "It is
+# possible that dataloader's workers are out of shared memory"); SIGTERM is a kill from outside.
+_WORKER_SIGNAL = re.compile(r"killed by signal: (?P<name>[A-Za-z][A-Za-z -]*[A-Za-z])")
+WORKER_SIGNAL_CLASS = {
+    "Killed": "killed",
+    "Terminated": "killed",
+    "Bus error": "oom",
+    "Segmentation fault": "segfault",
+    "Illegal instruction": "segfault",
+    "Floating point exception": "segfault",
+}
+
+
+def decide_worker_signal(line: str) -> str | None:
+    """The class of torch's `DataLoader worker (pid N) is killed by signal: <strsignal>.`"""
+    m = _WORKER_SIGNAL.search(line)
+    return WORKER_SIGNAL_CLASS.get(m.group("name").strip()) if m is not None else None
+
+
+# fairseq's DynamicLossScaler raises FloatingPointError once the scale would go below
+# --min-loss-scale (default 1e-4; fairseq/optim/dynamic_loss_scaler.py): a scale set below it
+# is the collapse, one above it a routine overflow skip (healthy).
+MIN_LOSS_SCALE = 1e-4
+_SCALE = re.compile(r"setting loss scale to:? (?P<value>[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)")
+
+
+def decide_loss_scale_value(line: str) -> str | None:
+    """`overflow detected, setting loss scale to: X`: numerical_instability when X < MIN_LOSS_SCALE."""
+    m = _SCALE.search(line)
+    if m is None:
+        return None
+    return "numerical_instability" if float(m.group("value")) < MIN_LOSS_SCALE else None
+
+
 # A pattern's `decide:` names one of these: its line's fields, not the pattern, give the class.
 DECIDERS = {
     "srun_task": decide_srun_task,
     "stepd_cancel": decide_stepd_cancel,
     "elastic_signal": decide_elastic_signal,
+    "elastic_exit": decide_elastic_exit,
+    "worker_signal": decide_worker_signal,
+    "loss_scale_value": decide_loss_scale_value,
 }

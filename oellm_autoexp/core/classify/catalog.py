@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from oellm_autoexp.core.classify.signals import PatternSet, Role, SignalPattern
+from oellm_autoexp.core.classify.signals import Decider, PatternSet, Role, SignalPattern
 
 # Among roots the highest priority wins (config/monitoring/base.yaml's scale): what Slurm says
 # about how the job ended first, then hardware, memory, configuration, native crashes.
@@ -85,6 +85,9 @@ class CatalogEntry(BaseModel):
     teardown: bool = False  # printed while the job is taken down: never a cause
     fallback: bool = False  # counts only when no specific root or cascade explains the line
     subsystem: str | None = None  # default: the catalog's
+    # The line's fields give the class (core/classify/blocks.py DECIDERS); `error_type` is then
+    # the class the `example` reads as.
+    decide: Decider | None = None
     note: str = ""
 
     @model_validator(mode="after")
@@ -202,6 +205,7 @@ def _pattern(
         "priority": priority,
         "teardown": entry.teardown,
         "fallback": entry.fallback,
+        "decide": entry.decide,
         "keywords": [keyword_of(fmt, catalog.keywords)],
         "description": f"{catalog.name} catalog ({catalog.source}, {catalog.version}): {fmt}",
     }

@@ -35,7 +35,10 @@ with warnings.catch_warnings():
 Role = Literal["root", "cascade", "progress", "info"]
 # A line that starts the launcher's teardown of the whole job (see SignalPattern.teardown_start).
 TeardownStart = Literal["worker_failed", "stop_requested"]
-Decider = Literal["srun_task", "stepd_cancel", "elastic_signal"]  # core/classify/blocks.py DECIDERS
+# core/classify/blocks.py DECIDERS
+Decider = Literal[
+    "srun_task", "stepd_cancel", "elastic_signal", "elastic_exit", "worker_signal", "loss_scale_value"
+]
 
 MIN_KEYWORD_LEN = 3  # shorter literals filter too little to be worth a prefilter entry
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from oellm_autoexp.core.classify.prefixes import strip_prefix
 
 SHOWN_LINES = 8  # lines shown per unknown attempt
+RANK_TAIL_LINES = 5  # `autoexp explain`: the last lines shown of each rank's output
+UNKNOWN_HINT = "autoexp classify --unknown"  # lists such lines across sessions, with a pattern to add
 MAX_PATTERN_CHARS = 160  # a suggested regex covers at most this much of the line
 
 # Words that make a line read like the reason a process ended.
@@ -86,3 +88,19 @@ def pattern_entry(suggestion: Suggestion, name: str) -> str:
     regex = suggestion.regex.replace("'", "''")
     keyword = suggestion.keyword.replace("'", "''")
     return f"- {{name: {name}, regex: '{regex}', keywords: ['{keyword}'], error_type: TODO}}"
+
+
+def rank_tails(lines: Sequence[str], per_rank: int = RANK_TAIL_LINES) -> list[tuple[int | None, list[str]]]:
+    """The last `per_rank` non-empty lines of each rank's output in `lines`, by rank.
+
+    A line's rank is the one its launcher prefix names (`[rank3]:`, srun's `3: `, mpirun's
+    `[1,3]<stderr>:`; core/classify/prefixes.py); lines without one (the launcher, the batch
+    script, a single-process job) are their own group, listed first as rank None.
+    """
+    by_rank: dict[int | None, list[str]] = {}
+    for line in lines:
+        text = line.rstrip("\r\n")
+        if text.strip():
+            by_rank.setdefault(strip_prefix(text)[1], []).append(text)
+    order = sorted(by_rank, key=lambda r: -1 if r is None else r)
+    return [(rank, by_rank[rank][-per_rank:]) for rank in order]

@@ -190,3 +190,26 @@ def test_the_shipped_patterns_let_the_fields_decide(line: str, expected: str | N
     """A `decide:` pattern's class is what the parsed fields give (none: the line is info)."""
     cause = log_cause(classify_lines([line], load_patterns(["megatron_production"])))
     assert (cause.error_type if cause is not None else None) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        # the elastic agent's one-line report: the exit code decides (api.py)
+        ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 9) of binary: x", "killed"),
+        ("torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -11) local_rank: 0 (pid: 9) of binary:", "segfault"),
+        ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 9) of binary: x", "exception"),
+        # a DataLoader worker's strsignal() (torch/csrc/DataLoader.cpp)
+        ("RuntimeError: DataLoader worker (pid 7) is killed by signal: Floating point exception.", "segfault"),
+        ("RuntimeError: DataLoader worker (pid 7) is killed by signal: Bus error. It is possible that dataloader's", "oom"),
+        ("RuntimeError: DataLoader worker (pid 7) is killed by signal: Interrupt.", None),  # Ctrl-C: teardown
+        # fairseq's scaler: below --min-loss-scale (1e-4) the next step raises; above it a routine skip
+        ("| WARNING: overflow detected, setting loss scale to: 6.103515625e-05", "numerical_instability"),
+        ("2020-03-23 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 0.5", None),
+        (" WARNING: Overflow detected, setting loss scale to 16384.0", None),
+    ],
+)  # fmt: skip
+def test_the_widened_catalogs_let_the_fields_decide(line: str, expected: str | None) -> None:
+    """Exit codes, signal names and loss-scale values decide (issue #26's catalogs from the emitters)."""
+    cause = log_cause(classify_lines([line], load_patterns(["megatron_production"])))
+    assert (cause.error_type if cause is not None else None) == expected
