@@ -31,6 +31,8 @@ from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, Res
 from oellm_autoexp.core.fleet.engine import RESTART, STOP, Reaction, Strike
 from oellm_autoexp.core.fleet.lines import Names, names_for, render
 from oellm_autoexp.core.fleet.mix import Mix
+from oellm_autoexp.core.fleet.preflight import FAMILY as PREFLIGHT
+from oellm_autoexp.core.fleet.preflight import VARIANT as PREFLIGHT_VARIANT
 from oellm_autoexp.core.fleet.settings import SimSettings
 from oellm_autoexp.core.replay.replay import ReplaySetup, replay_lines
 from oellm_autoexp.core.watch.outcome import Outcome
@@ -74,7 +76,7 @@ class Judge:
 
     def _replay(self, family: str, variant: int, at_startup: bool, phase: int) -> Case:
         self.replays += 1
-        spec = self.mix.families[family].variants[variant]
+        spec = PREFLIGHT_VARIANT if family == PREFLIGHT else self.mix.families[family].variants[variant]
         seen = render(spec, self.names, step_s=self.settings.step_s, at_startup=at_startup,
                       phase_s=self.setup.poll_s * phase / PHASES, ranks_per_node=self.settings.gpus_per_node,
                       layout_line=True)  # fmt: skip
