@@ -26,6 +26,8 @@ from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth, RunNodes
 
 DEFAULT_MAX_SHARE = 0.25  # blame no one when evidence names more than this share of the allocation
 HARDWARE_PATTERNS = frozenset({"xid", "gpu_fallen_off_bus", "ecc_error"})  # config/monitoring/base.yaml
+# A node's own mount lost (base.yaml `mount_lost`): blamed only through the rank that printed it.
+RANK_ONLY_PATTERNS = frozenset({"mount_lost"})
 NODE_FAILURE_PATTERNS = frozenset({"srun_node_failure"})
 PREFLIGHT_PATTERNS = frozenset({"preflight_fail"})  # workloads/preflight.py names the node it judged
 NODE_FAILURE_STATES = frozenset({JobState.NODE_FAIL})  # runs of a requeued job that failed on a node
@@ -123,13 +125,16 @@ def _from_signals(signals: Iterable[Signal], allocation: Sequence[str]) -> list[
     layout = rank_layout(signals)
     out = []
     for signal in signals:
-        if signal.pattern not in HARDWARE_PATTERNS | NODE_FAILURE_PATTERNS | PREFLIGHT_PATTERNS:
+        if (
+            signal.pattern
+            not in HARDWARE_PATTERNS | NODE_FAILURE_PATTERNS | PREFLIGHT_PATTERNS | RANK_ONLY_PATTERNS
+        ):
             continue
-        node = _node_of(signal.groups)
+        node = None if signal.pattern in RANK_ONLY_PATTERNS else _node_of(signal.groups)
         how = ""
-        if node is None and signal.pattern in HARDWARE_PATTERNS:
+        if node is None and signal.pattern in HARDWARE_PATTERNS | RANK_ONLY_PATTERNS:
             rank = torch_rank(signal.line, signal.groups)
-            if len(allocation) == 1:
+            if len(allocation) == 1 and signal.pattern in HARDWARE_PATTERNS:
                 node = allocation[0]  # one node: the line can only be about it
             elif layout is not None and rank is not None:
                 node = node_of_rank(rank, allocation, layout)

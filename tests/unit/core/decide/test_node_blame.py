@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import yaml
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
 from oellm_autoexp.core.classify.classifier import classify_lines
@@ -19,6 +20,7 @@ from oellm_autoexp.core.decide.exclusions import (
     scontrol_exclude_command,
 )
 from oellm_autoexp.core.decide.node_blame import Blame, blame_limit, blame_nodes
+from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, decide, load_policy
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.slurm_nodes import (
     NodeHealth,
@@ -28,6 +30,8 @@ from oellm_autoexp.core.jobs.slurm_nodes import (
     parse_sinfo_nodes,
     state_words,
 )
+from oellm_autoexp.core.watch.outcome import Outcome
+from tests.paths import REPO
 
 # Localhost Slurm 22.05, node2 drained by hand while a job ran on it, then resumed:
 # sinfo -N --noheader -o '%N|%T|%E'
@@ -310,3 +314,37 @@ def test_shipped_patterns_read_the_layout_line_and_blame_the_rank_s_node() -> No
     ]
     signals = classify_lines(lines, load_patterns(["megatron_production"]))
     assert list(blame_nodes(signals, ALLOC4).nodes) == ["gpu03"]
+
+
+MOUNT = "OSError: [Errno 107] Transport endpoint is not connected: '/ckpt/iter_0012000'"
+
+
+@pytest.mark.parametrize(
+    ("lines", "allocation", "blamed"),
+    [
+        # one rank's lost mount names its node through the layout (13 // 4 = node 3)
+        ([f"[rank13]: {MOUNT}"], ALLOC4, ["gpu04"]),
+        # without a rank the line names no node, not even the only one (the mount may be shared)
+        ([MOUNT], ("gpu07",), []),
+        ([MOUNT], ALLOC4, []),
+        # ranks of two of four nodes: the file system is down for the job, no node is blamed
+        ([f"[rank13]: {MOUNT}", f"[rank1]: {MOUNT}"], ALLOC4, []),
+    ],
+)
+def test_a_lost_mount_blames_the_node_of_its_rank_only(lines: list[str], allocation: tuple[str, ...],
+                                                        blamed: list[str]) -> None:  # fmt: skip
+    patterns = load_patterns(["megatron_production"])
+    signals = classify_lines(
+        ["autoexp: rank layout: 4 ranks per node (node rank = SLURM_NODEID)", *lines], patterns
+    )
+    assert [s.error_type for s in signals if s.pattern == "mount_lost"] == ["filesystem"] * len(lines)
+    assert list(blame_nodes(signals, allocation).nodes) == blamed
+
+
+@pytest.mark.parametrize("policy", ["default", "megatron_transient", "fleet"])
+def test_the_shipped_policies_restart_a_lost_mount_without_its_node(policy: str) -> None:
+    """A lost mount is the node's, not the code's: restarted (not an exception's stop), off the node."""
+    rules = load_policy(yaml.safe_load((REPO / "config" / "restart" / f"{policy}.yaml").read_text()))
+    outcome = Outcome(JobState.RUNNING, "filesystem", signal="mount_lost", still_running=True)
+    decision = decide(rules, outcome, RestartHistory(attempt=1), 0.0, blamed=("gpu04",))
+    assert decision.action is DecisionAction.RESTART and decision.exclude_nodes == ("gpu04",)
