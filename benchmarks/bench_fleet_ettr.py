@@ -7,9 +7,12 @@
 GPUs, ByteRobust's on 9,600, Kokolis' RSC-1 rate on 16,384; a 30-minute checkpoint interval and
 each setting's published save and restart costs) ONE fault sequence is drawn and walked under
 every policy: ours with the shipped Megatron default (`restart=megatron_transient`, what
-`autoexp replay` uses) and with `restart=fleet`, upstream's production policy (prod branch) and
-its main branch, no supervisor, the oracle. The baseline is measured in the same run, on the
-same faults. Then what-ifs on the Llama 3 setting, one default changed at a time (the figures of
+`autoexp replay` uses) and with `restart=fleet`, each also with the pre-flight check (60 s per
+attempt; catching gpu_hw, and with the pairwise check network_link too), upstream's production
+policy (prod branch) and its main branch, no supervisor, the oracle (human at once) and the
+paged oracle (its human answers pages as ours does). The baseline is measured in the same run,
+on the same faults; ours, the paged oracle and upstream again on two more seeds (the draw's
+spread). Then what-ifs on the Llama 3 setting, one default changed at a time (the figures of
 docs/simulate_defaults.md), and the wall time of each 1-year 16k-GPU simulation (goal < 60 s).
 """
 
@@ -31,17 +34,37 @@ from oellm_autoexp.core.fleet.simulate import HOURS_PER_MONTH, simulate
 from oellm_autoexp.daemon.replay_runs import setup_from_config
 
 SETTINGS = ("llama3", "byterobust", "kokolis")
-POLICIES = ("oracle", "autoexp", "upstream", "upstream_main", "none")
+POLICIES = ("oracle", "oracle_paged", "autoexp", "upstream", "upstream_main", "none")
 GOAL_S = 60.0
+NOISE_SEEDS = (2, 3)  # the same year under other seeds: how much of a gap is the draw's
+PREFLIGHT_S = 60.0  # the check's budget on 1,000 nodes (docs/preflight.md): a conservative cost
+# Ours again on the same faults: (key, monitor overrides, settings changes).
+OURS_AGAIN: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
+    ("autoexp_fleet", ("restart=fleet",), {}),
+    ("autoexp_preflight", (), {"preflight_s": PREFLIGHT_S}),
+    ("autoexp_fleet_preflight", ("restart=fleet",), {"preflight_s": PREFLIGHT_S}),
+    (
+        "autoexp_fleet_preflight_pairwise",
+        ("restart=fleet",),
+        {"preflight_s": PREFLIGHT_S, "preflight_catches": ("gpu_hw", "network_link")},
+    ),
+)
 # One default changed at a time, on the Llama 3 setting with restart=fleet: (label, monitor
 # overrides, simulation settings, a change to the mix).
 WHAT_IFS: tuple[tuple[str, tuple[str, ...], dict[str, Any], str | None], ...] = (
     ("restart=fleet (baseline of this table)", ("restart=fleet",), {}, None),
-    ("shipped default restart=megatron_transient", (), {}, None),
+    ("shipped default restart=megatron_transient (refills on progress)", (), {}, None),
+    ("megatron_transient as shipped before: 3 restarts for the job's life", ("restart=mt_life",), {}, None),
     ("restart=default (2 in a row, 3 in 6 h)", ("restart=default",), {}, None),
+    (
+        "no rank blame (GPU fault lines without the [rankN]: prefix, as before)",
+        ("restart=fleet",),
+        {},
+        "no_rank",
+    ),
+    ("every GPU fault's line names its host", ("restart=fleet",), {}, "hosts"),
     ("exclusions kept 7 days instead of 24 h", ("restart=fleet",), {"exclusion_ttl_h": 168}, None),
     ("exclusions kept 2 h", ("restart=fleet",), {"exclusion_ttl_h": 2}, None),
-    ("every GPU fault's line names its host", ("restart=fleet",), {}, "hosts"),
     (
         "hang floor 300 s instead of 900 s",
         ("restart=fleet", "+monitoring.hang.progress_floor_s=300"),
@@ -53,11 +76,12 @@ WHAT_IFS: tuple[tuple[str, tuple[str, ...], dict[str, Any], str | None], ...] = 
     ("site drains 90 % of broken nodes (50 %)", ("restart=fleet",), {"site_drains_p": 0.9}, None),
     ("checkpoint every 10 min", ("restart=fleet",), {"checkpoint_min": 10}, None),
     ("fleet with 10 restarts in a row without progress (5)", ("restart=fleet10",), {}, None),
+    ("pre-flight 60 s per attempt, catching gpu_hw", ("restart=fleet",), {"preflight_s": 60}, None),
     (
-        "fleet10 + hosts named + hang floor 300 s",
-        ("restart=fleet10", "+monitoring.hang.progress_floor_s=300"),
-        {},
-        "hosts",
+        "pre-flight 60 s with the pairwise check (gpu_hw, network_link)",
+        ("restart=fleet",),
+        {"preflight_s": 60, "preflight_catches": ("gpu_hw", "network_link")},
+        None,
     ),
 )
 
@@ -71,15 +95,23 @@ def git_state() -> dict[str, Any]:
     return {"commit": git("rev-parse", "HEAD").strip(), "dirty": bool(git("status", "--porcelain").strip())}
 
 
-def fleet10_dir() -> str:
-    """A config dir with `restart: fleet10`: the shipped fleet policy with 10 restarts in a row."""
-    text = (BENCH_DIR.parent / "config" / "restart" / "fleet.yaml").read_text(encoding="utf-8")
-    changed = text.replace("    max_retries: 5  # in a row", "    max_retries: 10  # in a row")
-    if changed == text:
-        raise SystemExit("config/restart/fleet.yaml changed: update fleet10_dir()")
-    root = Path(tempfile.mkdtemp(prefix="fleet10-"))
+def variants_dir() -> str:
+    """A config dir with `restart: fleet10` (the shipped fleet policy with 10 restarts in a row) and
+    `restart: mt_life` (megatron_transient as shipped before: its transient budget never refills)."""
+    restart = BENCH_DIR.parent / "config" / "restart"
+    fleet = (restart / "fleet.yaml").read_text(encoding="utf-8")
+    fleet10 = fleet.replace("    max_retries: 5  # in a row", "    max_retries: 10  # in a row")
+    transient = (restart / "megatron_transient.yaml").read_text(encoding="utf-8")
+    life = transient.replace("    max_retries: 3\n    refill_on_progress: true\n    error_type_budgets:",
+                             "    max_retries: 3\n    error_type_budgets:")  # fmt: skip
+    if fleet10 == fleet or life == transient:
+        raise SystemExit(
+            "config/restart/fleet.yaml or megatron_transient.yaml changed: update variants_dir()"
+        )
+    root = Path(tempfile.mkdtemp(prefix="fleet-variants-"))
     (root / "restart").mkdir()
-    (root / "restart" / "fleet10.yaml").write_text(changed, encoding="utf-8")
+    (root / "restart" / "fleet10.yaml").write_text(fleet10, encoding="utf-8")
+    (root / "restart" / "mt_life.yaml").write_text(life, encoding="utf-8")
     return str(root)
 
 
@@ -90,37 +122,77 @@ def hosts_named(mix: Mix) -> Mix:
     return mix.model_copy(update={"families": {**mix.families, "gpu_hw": only}})
 
 
+def without_rank_prefix(mix: Mix) -> Mix:
+    """The same mix with the faulty rank's lines unprefixed (as the sim wrote them before rank blame)."""
+    families = {}
+    for name, family in mix.families.items():
+        variants = tuple(
+            v.model_copy(update={"lines": tuple(
+                line.model_copy(update={"text": line.text.replace("[rank{rank}]: ", "")}) for line in v.lines
+            )})
+            for v in family.variants
+        )  # fmt: skip
+        families[name] = family.model_copy(update={"variants": variants})
+    return mix.model_copy(update={"families": families})
+
+
+MIX_CHANGES = {"hosts": hosts_named, "no_rank": without_rank_prefix}
+
+
 def run_setting(name: str, days: float, out: Report) -> dict[str, Any]:
     mix = read_mix(name)
     settings = settings_from(mix.settings, {"days": days, "checkpoint_min": 30, "seed": 1}, name)
-    shipped, fleet = setup_from_config(None, [], []), setup_from_config(None, ["restart=fleet"], [])
     t0 = time.perf_counter()
-    result = simulate(mix, settings, shipped, POLICIES)
+    result = simulate(mix, settings, setup_from_config(None, [], []), POLICIES)
     wall_s = time.perf_counter() - t0
-    ours_fleet = simulate(mix, settings, fleet, ["autoexp"])["policies"]["autoexp"]
-    rows = {**result["policies"], "autoexp_fleet": ours_fleet}
+    rows = dict(result["policies"])
+    for key, overrides, changes in OURS_AGAIN:
+        again = settings.model_copy(update=changes)
+        rows[key] = simulate(mix, again, setup_from_config(None, list(overrides), []), ["autoexp"])[
+            "policies"
+        ]["autoexp"]
     per_month = settings.gpus * HOURS_PER_MONTH
-    oracle = rows["oracle"]["ettr"]
     total = settings.gpus * settings.days * 24
-    for row in rows.values():
-        row["gap_to_oracle_points"] = round(100 * (oracle - row["ettr"]), 2)
-        # Where the gap is, cause by cause (points of the allocation; negative: the oracle spent more there).
-        row["gap_by_cause_points"] = {
-            cause: round(100 * (hours - rows["oracle"]["lost_gpu_hours"][cause]) / total, 2)
-            for cause, hours in row["lost_gpu_hours"].items()
-        }
-        row["gpu_hours_per_month_behind_oracle"] = round((oracle - row["ettr"]) * per_month)
+    for ceiling in ("oracle", "oracle_paged"):
+        top = rows[ceiling]
+        for row in rows.values():
+            suffix = "" if ceiling == "oracle" else "_paged"
+            row[f"gap_to_oracle{suffix}_points"] = round(100 * (top["ettr"] - row["ettr"]), 2)
+            row[f"gpu_hours_per_month_behind_oracle{suffix}"] = round((top["ettr"] - row["ettr"]) * per_month)
+            # Where the gap is, cause by cause (points of the allocation; negative: the ceiling spent more there).
+            row[f"gap{suffix}_by_cause_points"] = {
+                cause: round(100 * (hours - top["lost_gpu_hours"][cause]) / total, 2)
+                for cause, hours in row["lost_gpu_hours"].items()
+            }
+    noise = noise_over_seeds(mix, settings)
     out(f"{name}: {settings.gpus} GPUs, {days:g} days, {result['faults']} faults "
         f"(one every {result['mean_hours_between_faults']} h), simulated in {wall_s:.1f} s")  # fmt: skip
     for label, row in rows.items():
-        out(f"  {label:<14} ETTR {row['ettr']:.3f}  behind the oracle {row['gap_to_oracle_points']:5.1f} points "
-            f"= {row['gpu_hours_per_month_behind_oracle']:>9,} GPU-h/month  restarts {row['restarts']:>5}  "
-            f"humans {row['human_interventions']:>4}")  # fmt: skip
+        out(f"  {label:<34} ETTR {row['ettr']:.3f}  behind the oracle {row['gap_to_oracle_points']:5.1f} points, "
+            f"the paged oracle {row['gap_to_oracle_paged_points']:5.1f} = {row['gpu_hours_per_month_behind_oracle_paged']:>9,} "
+            f"GPU-h/month  restarts {row['restarts']:>5}  humans {row['human_interventions']:>4}")  # fmt: skip
+    out(f"  other seeds {noise}")
     return {
         "mix": result["mix"], "settings": result["settings"], "faults": result["faults"],
         "mean_hours_between_faults": result["mean_hours_between_faults"], "wall_s": round(wall_s, 2),
-        "policies": rows, "monitor_cases": result["monitor"]["cases"],
+        "policies": rows, "monitor_cases": result["monitor"]["cases"], "other_seeds": noise,
     }  # fmt: skip
+
+
+def noise_over_seeds(mix: Mix, settings: Any) -> dict[str, dict[str, float]]:
+    """Ours (shipped, fleet) and the paged oracle on other seeds: the gap's spread from the draw alone."""
+    out: dict[str, dict[str, float]] = {}
+    for seed in NOISE_SEEDS:
+        again = settings.model_copy(update={"seed": seed})
+        base = simulate(mix, again, setup_from_config(None, [], []), ["autoexp", "oracle_paged", "upstream"])
+        fleet = simulate(mix, again, setup_from_config(None, ["restart=fleet"], []), ["autoexp"])
+        out[str(seed)] = {
+            "autoexp": base["policies"]["autoexp"]["ettr"],
+            "autoexp_fleet": fleet["policies"]["autoexp"]["ettr"],
+            "oracle_paged": base["policies"]["oracle_paged"]["ettr"],
+            "upstream": base["policies"]["upstream"]["ettr"],
+        }
+    return out
 
 
 def run_what_ifs(days: float, out: Report) -> list[dict[str, Any]]:
@@ -128,21 +200,23 @@ def run_what_ifs(days: float, out: Report) -> list[dict[str, Any]]:
     out("")
     out(f"what-ifs: llama3, 16384 GPUs, {days:g} days, one default changed at a time")
     rows = []
-    config_dir = fleet10_dir()
+    config_dir = variants_dir()
     for label, overrides, changes, mix_change in WHAT_IFS:
-        mix = hosts_named(base_mix) if mix_change == "hosts" else base_mix
+        mix = MIX_CHANGES[mix_change](base_mix) if mix_change else base_mix
         settings = settings_from(
             mix.settings, {"days": days, "checkpoint_min": 30, "seed": 1, **changes}, "llama3"
         )
         setup = setup_from_config(None, list(overrides), [config_dir])
-        result = simulate(mix, settings, setup, ["autoexp", "oracle"])
+        result = simulate(mix, settings, setup, ["autoexp", "oracle", "oracle_paged"])
         ours, oracle = result["policies"]["autoexp"], result["policies"]["oracle"]
         row = {"label": label, "overrides": list(overrides), "settings": changes, "ettr": ours["ettr"],
-               "oracle_ettr": oracle["ettr"], "lost_gpu_hours": ours["lost_gpu_hours"],
+               "oracle_ettr": oracle["ettr"], "oracle_paged_ettr": result["policies"]["oracle_paged"]["ettr"],
+               "lost_gpu_hours": ours["lost_gpu_hours"],
                "restarts": ours["restarts"], "human_interventions": ours["human_interventions"]}  # fmt: skip
         rows.append(row)
         out(
-            f"  {label:<52} ETTR {ours['ettr']:.3f} (oracle {oracle['ettr']:.3f})  humans {ours['human_interventions']}"
+            f"  {label:<66} ETTR {ours['ettr']:.3f} (oracle {oracle['ettr']:.3f}, paged "
+            f"{row['oracle_paged_ettr']:.3f})  humans {ours['human_interventions']}"
         )
     shutil.rmtree(config_dir, ignore_errors=True)
     return rows

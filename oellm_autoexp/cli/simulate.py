@@ -23,8 +23,10 @@ from oellm_autoexp.errors import UserError
 _FLAGS = {
     "gpus": int, "gpus_per_node": int, "days": float, "checkpoint_min": float, "save_s": float,
     "load_s": float, "startup_s": float, "queue_median_s": float, "seed": int, "exclusion_ttl_h": float,
-    "site_drains_p": float, "pool_factor": float, "lemon_strike_p": float,
+    "site_drains_p": float, "pool_factor": float, "lemon_strike_p": float, "preflight": float,
 }  # fmt: skip
+_SETTING = {"preflight": "preflight_s"}  # a flag whose settings key differs from its name
+_HELP = {"preflight": "seconds the pre-flight check adds to each of our attempts (default 0: off)"}
 
 
 def register(subparsers: Any) -> None:
@@ -44,7 +46,11 @@ def register(subparsers: Any) -> None:
                         help=f"a shipped mix ({', '.join(shipped_mixes())}) or a YAML file (docs/simulate.md)")  # fmt: skip
     for flag, kind in _FLAGS.items():
         parser.add_argument(f"--{flag.replace('_', '-')}", dest=flag, type=kind, default=None,
-                            help="(default: the mix's setting, else docs/simulate.md)")  # fmt: skip
+                            help=_HELP.get(flag, "(default: the mix's setting, else docs/simulate.md)"))  # fmt: skip
+    parser.add_argument("--preflight-catches", default=None, metavar="FAMILY,...",
+                        help="with --preflight S (seconds the check adds to each of our attempts): the fault "
+                             "families it finds on a broken node before training (default: gpu_hw; add "
+                             "network_link for the pairwise check)")  # fmt: skip
     parser.add_argument("--policies", default=",".join(POLICIES),
                         help=f"comma-separated, from {', '.join(POLICIES + EXTRA_POLICIES)}")  # fmt: skip
     parser.add_argument("--also", action="append", default=[], metavar="'KEY=VALUE ...'",
@@ -62,7 +68,14 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     mix = read_mix(args.mix)
-    settings = settings_from(mix.settings, {k: getattr(args, k) for k in _FLAGS}, f"--mix {args.mix}")
+    given = {_SETTING.get(k, k): getattr(args, k) for k in _FLAGS}
+    if args.preflight_catches is not None:
+        given["preflight_catches"] = tuple(f.strip() for f in args.preflight_catches.split(",") if f.strip())
+    settings = settings_from(mix.settings, given, f"--mix {args.mix}")
+    unknown = sorted(set(settings.preflight_catches) - set(mix.families))
+    if unknown:
+        raise UserError(f"--preflight-catches: {', '.join(unknown)} is no family of mix {mix.name} "
+                        f"(expected some of {', '.join(sorted(mix.families))})")  # fmt: skip
     setup = setup_from_config(args.experiment, args.overrides, args.config_dir)
     policies = _policies(args.policies)
     variants = {

@@ -18,7 +18,7 @@ from oellm_autoexp.backends.base import LaunchContext
 from oellm_autoexp.backends.build import build_argv, procs_per_node
 from oellm_autoexp.backends.megatron_torchrun import exit_signal
 from oellm_autoexp.config.experiment import JobConfig
-from oellm_autoexp.config.models import MegatronTorchrunBackend, RootConfig, SlurmConfig
+from oellm_autoexp.config.models import CommandBackend, MegatronTorchrunBackend, RootConfig, SlurmConfig
 from oellm_autoexp.errors import UserError
 from oellm_autoexp.plan.preflight_step import preflight_argv
 from oellm_autoexp.plan.render import ScriptSpec, render_sbatch
@@ -167,7 +167,16 @@ def script_spec(
         worker_signal_as=_worker_signal_as(cfg),
         preflight=preflight_argv(cfg.preflight, out),
         preflight_budget_s=cfg.preflight.budget_s,
+        ranks_per_node=_ranks_per_node(cfg, nproc),
     )
+
+
+def _ranks_per_node(cfg: RootConfig, nproc: int) -> int | None:
+    """The layout the script announces for node blame: torchrun's static rendezvous over several
+    nodes (global rank = node rank x nproc + local rank). A command backend's layout is its own."""
+    if isinstance(cfg.backend, CommandBackend) or cfg.slurm.nodes < 2:
+        return None
+    return nproc
 
 
 def _worker_signals(cfg: RootConfig) -> tuple[str, ...]:

@@ -51,6 +51,9 @@ class ScriptSpec:
     # launch; () when it is off. Its time limit in seconds.
     preflight: tuple[str, ...] = ()
     preflight_budget_s: int = 0
+    # torchrun's processes per node when the script announces the rank layout (node blame maps a
+    # `[rankN]:` GPU fault line to its node: core/decide/node_blame.py); None: not announced.
+    ranks_per_node: int | None = None
 
 
 def sbatch_quote(value: str) -> str:

@@ -74,7 +74,8 @@ def test_two_node_job_sees_distinct_node_ranks_and_one_master(runner) -> None:
 @pytest.mark.torch
 @pytest.mark.slurm
 def test_two_node_torchrun_forms_one_world(runner) -> None:
-    """torchrun on 2 nodes x 1 process: one world of 2 with node ranks 0 and 1."""
+    """torchrun on 2 nodes x 1 process: one world of 2 with node ranks 0 and 1, as the log's rank
+    layout line says."""
     experiment = {
         "defaults": [{"slurm": "local"}, {"backend": "torchrun"}],
         "experiment": {"name": "ddp2", "output_dir": "runs/ddp2"},
@@ -85,6 +86,8 @@ def test_two_node_torchrun_forms_one_world(runner) -> None:
     assert job.record.state is JobState.COMPLETED, job.log
     done = json.loads((Path(job.plan.checkpoint_dir) / "ddp_done.json").read_text())
     assert (done["world_size"], sorted(done["node_ranks"])) == (2, [0, 1])
+    # The script announces the rank layout the monitor's node blame reads (core/decide/node_blame.py).
+    assert "autoexp: rank layout: 1 ranks per node (node rank = SLURM_NODEID)" in job.log
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)

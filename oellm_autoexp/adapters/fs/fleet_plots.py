@@ -16,7 +16,14 @@ from oellm_autoexp.core.fleet.sweep import CHECKPOINT_MINUTES, JOB_SIZES_GPUS, s
 from oellm_autoexp.core.replay.replay import ReplaySetup
 from oellm_autoexp.errors import UserError
 
-STYLE = {"autoexp": "o-", "upstream": "s--", "upstream_main": "v--", "none": "x:", "oracle": "^-"}
+STYLE = {
+    "autoexp": "o-",
+    "upstream": "s--",
+    "upstream_main": "v--",
+    "none": "x:",
+    "oracle": "^-",
+    "oracle_paged": "^:",
+}
 
 
 def write_plots(

@@ -10,6 +10,7 @@ signal for blame.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 # One or more prefixes at the start of a line, each optional, in any order:
 #   `[rank3]:` (torchrun >= 2.2), `[default3]:` (torchrun --tee, default role),
@@ -29,6 +30,7 @@ _PREFIX = re.compile(
     r"|[a-z][a-z0-9-]*\d[a-z0-9.-]*: "
     r"))+"
 )
+_TORCH_RANK = re.compile(r"\[rank(\d+)\]:")
 
 
 def strip_prefix(line: str) -> tuple[str, int | None]:
@@ -38,6 +40,19 @@ def strip_prefix(line: str) -> tuple[str, int | None]:
         return line, None
     rank = m.group("r_torch") or m.group("r_srun") or m.group("r_mpi")
     return line[m.end() :].lstrip(), int(rank) if rank is not None else None
+
+
+def torch_rank(line: str, groups: Mapping[str, str]) -> int | None:
+    """The torch global rank a line speaks for: its `[rankN]:` prefix, else a `[Rank N]` inside it
+    (ProcessGroupNCCL's). Never srun's or mpirun's task number, nor torchrun --tee's `[default3]:`:
+    other numberings (with one srun task per node, srun's `3: ` is the node's place; `default3`
+    is a local rank)."""
+    m = _PREFIX.match(line)
+    own = _TORCH_RANK.search(m.group(0)) if m is not None else None
+    if own is not None:
+        return int(own.group(1))
+    value = groups.get("rank")
+    return int(value) if value is not None and value.isdigit() else None
 
 
 def rank_of(prefix_rank: int | None, groups: dict[str, str]) -> int | None:

@@ -19,16 +19,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from oellm_autoexp.core.classify.prefixes import torch_rank
 from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth, RunNodes
 
 DEFAULT_MAX_SHARE = 0.25  # blame no one when evidence names more than this share of the allocation
 HARDWARE_PATTERNS = frozenset({"xid", "gpu_fallen_off_bus", "ecc_error"})  # config/monitoring/base.yaml
+# A node's own mount lost (base.yaml `mount_lost`): blamed only through the rank that printed it.
+RANK_ONLY_PATTERNS = frozenset({"mount_lost"})
 NODE_FAILURE_PATTERNS = frozenset({"srun_node_failure"})
 PREFLIGHT_PATTERNS = frozenset({"preflight_fail"})  # workloads/preflight.py names the node it judged
 NODE_FAILURE_STATES = frozenset({JobState.NODE_FAIL})  # runs of a requeued job that failed on a node
 NODE_GROUPS = ("node", "host", "hostname")  # named regex groups that carry a node name
+RANK_LAYOUT_PATTERN = "rank_layout"  # config/monitoring/base.yaml: `autoexp: rank layout: 8 ranks per node`
 
 
 @dataclass(frozen=True)
@@ -96,16 +100,47 @@ def _guard(candidates: tuple[Blame, ...], allocation_size: int, max_share: float
     )
 
 
+def rank_layout(signals: Iterable[Signal]) -> int | None:
+    """Ranks per node, from the rendered script's layout line (the first one), else None.
+
+    The script prints it when it launches torchrun with a static rendezvous (backends/base.py):
+    node rank = SLURM_NODEID, the node's place in the job's node list, and global rank
+    r = node rank x N + local rank. So `[rank r]:` ran on node r // N of the list.
+    """
+    for signal in signals:
+        if signal.pattern == RANK_LAYOUT_PATTERN:
+            value = signal.groups.get("ranks_per_node", "")
+            return int(value) if value.isdigit() and int(value) > 0 else None
+    return None
+
+
+def node_of_rank(rank: int, allocation: Sequence[str], ranks_per_node: int) -> str | None:
+    """The node global `rank` ran on under that layout, or None when the rank is past the allocation."""
+    place = rank // ranks_per_node
+    return allocation[place] if 0 <= place < len(allocation) else None
+
+
 def _from_signals(signals: Iterable[Signal], allocation: Sequence[str]) -> list[Blame]:
+    signals = list(signals)
+    layout = rank_layout(signals)
     out = []
     for signal in signals:
-        if signal.pattern not in HARDWARE_PATTERNS | NODE_FAILURE_PATTERNS | PREFLIGHT_PATTERNS:
+        if (
+            signal.pattern
+            not in HARDWARE_PATTERNS | NODE_FAILURE_PATTERNS | PREFLIGHT_PATTERNS | RANK_ONLY_PATTERNS
+        ):
             continue
-        node = _node_of(signal.groups)
-        if node is None and signal.pattern in HARDWARE_PATTERNS and len(allocation) == 1:
-            node = allocation[0]  # one node: the line can only be about it
+        node = None if signal.pattern in RANK_ONLY_PATTERNS else _node_of(signal.groups)
+        how = ""
+        if node is None and signal.pattern in HARDWARE_PATTERNS | RANK_ONLY_PATTERNS:
+            rank = torch_rank(signal.line, signal.groups)
+            if len(allocation) == 1 and signal.pattern in HARDWARE_PATTERNS:
+                node = allocation[0]  # one node: the line can only be about it
+            elif layout is not None and rank is not None:
+                node = node_of_rank(rank, allocation, layout)
+                how = f" (rank {rank}, {layout} ranks per node: node {rank // layout} of the allocation)"
         if node is not None:
-            out.append(Blame(node, f"{_where(signal)}: {signal.line.strip()}", "log"))
+            out.append(Blame(node, f"{_where(signal)}: {signal.line.strip()}{how}", "log"))
     return out
 
 

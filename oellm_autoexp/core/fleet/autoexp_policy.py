@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from oellm_autoexp.core.classify.classifier import classify_lines
 from oellm_autoexp.core.decide.exclusions import (
     Exclusion,
     active_nodes,
@@ -30,6 +31,8 @@ from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, Res
 from oellm_autoexp.core.fleet.engine import RESTART, STOP, Reaction, Strike
 from oellm_autoexp.core.fleet.lines import Names, names_for, render
 from oellm_autoexp.core.fleet.mix import Mix
+from oellm_autoexp.core.fleet.preflight import FAMILY as PREFLIGHT
+from oellm_autoexp.core.fleet.preflight import VARIANT as PREFLIGHT_VARIANT
 from oellm_autoexp.core.fleet.settings import SimSettings
 from oellm_autoexp.core.replay.replay import ReplaySetup, replay_lines
 from oellm_autoexp.core.watch.outcome import Outcome
@@ -73,15 +76,19 @@ class Judge:
 
     def _replay(self, family: str, variant: int, at_startup: bool, phase: int) -> Case:
         self.replays += 1
-        spec = self.mix.families[family].variants[variant]
+        spec = PREFLIGHT_VARIANT if family == PREFLIGHT else self.mix.families[family].variants[variant]
         seen = render(spec, self.names, step_s=self.settings.step_s, at_startup=at_startup,
-                      phase_s=self.setup.poll_s * phase / PHASES)  # fmt: skip
+                      phase_s=self.setup.poll_s * phase / PHASES, ranks_per_node=self.settings.gpus_per_node,
+                      layout_line=True)  # fmt: skip
         result = replay_lines(seen.lines, seen.times_s, seen.slurm, self.setup, source=f"fleet:{family}")
         if not result.decisions:
             return Case(seen.slurm.end_at_s - seen.fault_at_s, None, (), None, "no decision")
         last = result.decisions[-1]
         outcome = last.judgement.outcome
-        signals = [e.signal for e in result.events if e.signal is not None]
+        # Blame sees every signal read by the verdict, info lines too (the rank layout), as the
+        # monitor's judge step does with its classifier's signals.
+        read = [line for line, at in zip(seen.lines, seen.times_s, strict=True) if at <= last.at_s]
+        signals = classify_lines(read, self.setup.patterns)
         blame = blame_for(self.setup.policy, outcome, signals, self.names.allocation)
         return Case(
             detect_s=max(last.at_s - seen.fault_at_s, 0.0),

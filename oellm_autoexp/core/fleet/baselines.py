@@ -7,6 +7,9 @@
   every attempt (a bug, a config) has a human there at once (no response wait). It still pays
   what no supervisor can avoid: the work since the last checkpoint, the queue, the start-up,
   a human's fix. That is the ceiling for the given checkpoint and restart costs.
+- `oracle_paged`: the same oracle, but the human it pages answers as ours does (human.py
+  `response_s`): what is left between it and `oracle` is the human's response, which no
+  supervisor can shorten; between ours and it, what a supervisor could still win.
 """
 
 from __future__ import annotations

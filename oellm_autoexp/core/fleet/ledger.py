@@ -21,6 +21,7 @@ LOSSES = {
     "queue_wait": "waiting in the queue after a resubmission (and a policy's cooldown)",
     "lost_work": "training since the last checkpoint when a fault struck",
     "restart_overhead": "start-up of each attempt: launch, init, checkpoint load",
+    "preflight": "the pre-flight check at the start of each attempt (when it is on)",
     "awaiting_fix": "a fault only a human can fix: the wait for them and their fix",
     "checkpoint_save": "blocking checkpoint saves",
     "uncheckpointed_at_end": "training after the last checkpoint when the horizon ends",

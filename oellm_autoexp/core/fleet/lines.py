@@ -1,6 +1,7 @@
 """One fault as the monitor would read it: timed log lines and what Slurm says. No I/O.
 
-An attempt's log before the fault: the checkpoint load and a run of Megatron iteration
+An attempt's log before the fault: the script's rank layout line (several nodes), the
+checkpoint load and a run of Megatron iteration
 lines every `step_s` (so the progress tracker knows the step interval), or, for a fault at
 start-up (a recurring error, a node still broken), only the load. Then the variant's lines,
 each on the ranks that print it (`repeat`: the peers' cascade), and Slurm's end state at
@@ -20,8 +21,10 @@ PRELUDE_STEPS = 30  # iteration lines before the fault: the tracker learns the s
 STARTUP_FAULT_S = 120.0  # a fault at start-up strikes this long after the job started running
 WALLTIME_S = 48 * 3600.0  # a hung job is ended by its time limit (TIMEOUT) this long after the fault
 JOB_ID = "7000001"
-FAULTY_RANK = 5
+FAULTY_LOCAL_RANK = 5  # the faulty rank's place on its node (the allocation's first node)
 PEER_RANK = 17  # the first peer rank; repeats count up from here
+# What the rendered script prints before the launch (core/templates/sbatch.sh.j2, several nodes).
+LAYOUT = "autoexp: rank layout: {n} ranks per node (node rank = SLURM_NODEID)"
 
 LOADED = "successfully loaded checkpoint from /checkpoints [ t 1/8, p 1/16 ] at iteration 12000"
 ITERATION = (
@@ -57,9 +60,24 @@ class SeenFault:
     fault_at_s: float
 
 
-def render(variant: Variant, names: Names, *, step_s: float, at_startup: bool, phase_s: float) -> SeenFault:
-    """The log the monitor reads for one fault of this variant (see the module docstring)."""
+def render(
+    variant: Variant,
+    names: Names,
+    *,
+    step_s: float,
+    at_startup: bool,
+    phase_s: float,
+    ranks_per_node: int = 8,
+    layout_line: bool = False,
+) -> SeenFault:
+    """The log the monitor reads for one fault of this variant (see the module docstring).
+
+    `layout_line`: the log starts with our script's rank layout line (upstream's script has none).
+    """
     timed: list[tuple[float, str]] = [(0.0, LOADED)]
+    if layout_line and len(names.allocation) > 1:
+        timed.insert(0, (0.0, LAYOUT.format(n=ranks_per_node)))
+    faulty_rank = FAULTY_LOCAL_RANK % ranks_per_node  # on node 0 of the allocation: `names.node`
     if at_startup:
         fault_at = STARTUP_FAULT_S + phase_s
     else:
@@ -71,7 +89,8 @@ def render(variant: Variant, names: Names, *, step_s: float, at_startup: bool, p
     for spec in variant.lines:
         for r in range(spec.repeat):
             text = _fill(spec.text, {"node": names.node, "peer": names.peer, "job": JOB_ID,
-                                     "rank": str(FAULTY_RANK), "prank": str(PEER_RANK + r)})  # fmt: skip
+                                     "rank": str(faulty_rank), "prank": str(PEER_RANK + r),
+                                     "task": "0", "ptask": str(len(names.allocation) - 1)})  # fmt: skip
             timed.append((fault_at + spec.after_s, text))
     timed.sort(key=lambda item: item[0])  # stable: lines of one time keep their order
     if variant.hangs:

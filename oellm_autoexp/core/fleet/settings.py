@@ -76,6 +76,11 @@ class SimSettings(BaseModel):
     exclusion_ttl_h: float = Field(default=24.0, gt=0)
     step_s: float = Field(default=10.0, gt=0)  # one training iteration (the log's cadence)
     upstream_poll_s: float = Field(default=60.0, gt=0)  # upstream's monitor loop (monitor/loop.py)
+    # The pre-flight check (core/fleet/preflight.py): seconds it adds to every attempt of ours
+    # (0: off; its budget is 60 s on 1,000 nodes, docs/preflight.md) and the families it catches
+    # on a broken node before training starts.
+    preflight_s: float = Field(default=0.0, ge=0)
+    preflight_catches: tuple[str, ...] = ("gpu_hw",)
     human: Human = Field(default_factory=Human)
 
     @property

@@ -3,8 +3,10 @@
 `simulate()` draws the faults once (faults.py) and walks the horizon under each policy
 (timeline.py): `autoexp` (the monitor's own replay and judgement, autoexp_policy.py),
 `upstream` (upstream's production policy, upstream_policy.py), `none` (a human looks twice a
-day) and `oracle` (instant detection, perfect blame: the ceiling). Seeded: the same inputs
-give the same numbers.
+day), `oracle` (instant detection, perfect blame, and a human at once for what needs a
+fix: the ceiling) and `oracle_paged` (the same, but its human answers the page as ours does:
+the ceiling of what a supervisor can win, since no supervisor changes a human's response).
+Seeded: the same inputs give the same numbers.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from oellm_autoexp.core.fleet.timeline import run_policy
 from oellm_autoexp.core.fleet.upstream_policy import UPSTREAM_MAIN_STATE_RESTARTS, UpstreamPolicy
 from oellm_autoexp.core.replay.replay import ReplaySetup
 
-POLICIES = ("autoexp", "upstream", "none", "oracle")
+POLICIES = ("autoexp", "upstream", "none", "oracle", "oracle_paged")
 EXTRA_POLICIES = ("upstream_main",)  # upstream's main branch: restarts on Slurm states, 300 s inactivity
 HOURS_PER_MONTH = 730.0
 
@@ -44,10 +46,14 @@ def simulate(
     ledgers: dict[str, Ledger] = {}
     for name in policies:
         policy = _policy(name, judge, mix, settings)
-        ledgers[name] = run_policy(policy, faults, settings, human_at_once=name == "oracle")
+        # The pre-flight check is ours (config `preflight:`): only our job script runs it.
+        ledgers[name] = run_policy(policy, faults, settings, human_at_once=name == "oracle",
+                                   preflight=name == "autoexp")  # fmt: skip
     for label, other in (variants or {}).items():
         name = f"autoexp[{label}]"
-        ledgers[name] = run_policy(AutoexpPolicy(Judge(other, mix, settings), name=name), faults, settings)
+        ledgers[name] = run_policy(
+            AutoexpPolicy(Judge(other, mix, settings), name=name), faults, settings, preflight=True
+        )
     return {
         "policies": {name: ledger.to_json(settings.gpus) for name, ledger in ledgers.items()},
         "margins_gpu_hours_per_month": _margins(ledgers, settings),
@@ -87,8 +93,8 @@ def _policy(name: str, judge: Judge, mix: Mix, settings: SimSettings) -> Policy:
                               inactivity_timeout_s=300.0)  # fmt: skip
     if name == "none":
         return NonePolicy(settings.human)
-    if name == "oracle":
-        return OraclePolicy()
+    if name in ("oracle", "oracle_paged"):
+        return OraclePolicy(name=name)
     raise ValueError(f"unknown policy {name!r} (one of {', '.join(POLICIES + EXTRA_POLICIES)})")
 
 
@@ -99,7 +105,7 @@ def _margins(ledgers: dict[str, Ledger], settings: SimSettings) -> dict[str, flo
     ours = ledgers.get("autoexp")
     if ours is None:
         return out
-    for other in ("oracle", "upstream", "none"):
+    for other in ("oracle", "oracle_paged", "upstream", "none"):
         if other in ledgers:
             out[f"autoexp_vs_{other}"] = round((ours.ettr - ledgers[other].ettr) * per_month, 1)
     return out

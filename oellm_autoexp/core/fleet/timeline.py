@@ -28,14 +28,21 @@ from oellm_autoexp.core.fleet.engine import HUMAN, STOP, Policy, Reaction, Strik
 from oellm_autoexp.core.fleet.faults import Fault, queue_wait_s, stream
 from oellm_autoexp.core.fleet.human import next_check, response_s
 from oellm_autoexp.core.fleet.ledger import Ledger
+from oellm_autoexp.core.fleet.preflight import FAMILY as PREFLIGHT
+from oellm_autoexp.core.fleet.preflight import caught
 from oellm_autoexp.core.fleet.settings import SimSettings
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
 class _Run:
-    def __init__(self, policy: Policy, settings: SimSettings, *, human_at_once: bool) -> None:
+    def __init__(
+        self, policy: Policy, settings: SimSettings, *, human_at_once: bool, preflight: bool
+    ) -> None:
         self.policy, self.settings = policy, settings
+        # The pre-flight check (preflight.py): its seconds on every attempt, and the families it catches.
+        self.preflight_s = settings.preflight_s if preflight else 0.0
+        self.catches = frozenset(settings.preflight_catches) if self.preflight_s > 0 else frozenset()
         # The oracle's human is there at once: no wait on any path can beat that, so it stays a ceiling.
         self.human_at_once = human_at_once
         self.horizon = settings.horizon_s
@@ -75,6 +82,8 @@ class _Run:
 
     def run(self, faults: Sequence[Fault]) -> Ledger:
         if not self.spend("restart_overhead", self.settings.startup_s):
+            return self.ledger
+        if not self.spend("preflight", self.preflight_s):
             return self.ledger
         trained = 0.0  # the training clock the faults are placed on
         for fault in faults:
@@ -117,11 +126,14 @@ class _Run:
             queue = self.queue_s(fault, strike.occurrence)
             if not self.spend(charge_restart or "queue_wait", reaction.delay_s + queue):
                 return False
-            if not self.spend(charge_restart or "restart_overhead", self.settings.restart_s):
+            charge, culprit = doomed or ("", fault)
+            if culprit.family == PREFLIGHT:  # the check fails before the checkpoint is loaded
+                if not self.spend(charge, self.settings.startup_s + self.preflight_s):
+                    return False
+            elif not self.start_attempt(charge_restart):
                 return False
             if doomed is None:
                 return True
-            charge, culprit = doomed
             base = int(self.ledger.productive_s / self.settings.step_s)
             strike = Strike(culprit, strike.occurrence + 1, True, base)
 
@@ -148,7 +160,13 @@ class _Run:
         self.human_excluded |= self.broken_now()
         if not self.spend("queue_wait", self.queue_s(fault, occurrence)):
             return False
-        return self.spend("restart_overhead", self.settings.restart_s)
+        return self.start_attempt(None)
+
+    def start_attempt(self, charge: str | None) -> bool:
+        """Launch, checkpoint load and the pre-flight check of a new attempt (`charge`: a doomed one's)."""
+        if not self.spend(charge or "restart_overhead", self.settings.restart_s):
+            return False
+        return self.spend(charge or "preflight", self.preflight_s)
 
     # -- draws ------------------------------------------------------------------------------------
 
@@ -164,7 +182,7 @@ class _Run:
             draw = stream(self.settings.seed, "same-node", index, occurrence, node)
             strikes_p = self.settings.lemon_strike_p if bad.lemon else 1.0  # a lemon fails now and then
             if draw.random() < self.settings.same_node_p and draw.random() < strikes_p:
-                return "repeated_bad_node", bad
+                return "repeated_bad_node", caught(bad) if bad.family in self.catches else bad
         return None
 
     def site_drained(self, node: str) -> bool:
@@ -192,7 +210,15 @@ def _short(reason: str) -> str:
 
 
 def run_policy(
-    policy: Policy, faults: Sequence[Fault], settings: SimSettings, *, human_at_once: bool = False
+    policy: Policy,
+    faults: Sequence[Fault],
+    settings: SimSettings,
+    *,
+    human_at_once: bool = False,
+    preflight: bool = False,
 ) -> Ledger:
-    """The horizon under `policy`: the ledger of where each second went."""
-    return _Run(policy, settings, human_at_once=human_at_once).run(faults)
+    """The horizon under `policy`: the ledger of where each second went.
+
+    `preflight`: the policy's job script runs the pre-flight check (settings.preflight_s > 0).
+    """
+    return _Run(policy, settings, human_at_once=human_at_once, preflight=preflight).run(faults)

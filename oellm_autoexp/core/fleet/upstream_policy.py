@@ -96,7 +96,7 @@ class UpstreamPolicy:
         spec = self.mix.families[family].variants[variant]
         poll_s = self.settings.upstream_poll_s
         seen = render(spec, self.names, step_s=self.settings.step_s, at_startup=at_startup,
-                      phase_s=poll_s * phase / PHASES)  # fmt: skip
+                      phase_s=poll_s * phase / PHASES, ranks_per_node=self.settings.gpus_per_node)  # fmt: skip
         end_at, state = seen.slurm.end_at_s, seen.slurm.end.state.value if seen.slurm.end else "COMPLETED"
         cursor, streak_from, streak = 0, None, 0
         t = poll_s

@@ -15,7 +15,7 @@ folds them into one `OutcomeKind`, first rule that applies wins:
    again under its id is kept from being resubmitted next to itself)
 5. a hang verdict, or error_type hang/stall -> hang
 6. error_type refines the state (the log knows more than Slurm):
-   oom -> oom; time_limit -> timeout; node_failure, gpu_hardware, preflight_failed -> node_fail;
+   oom -> oom; time_limit -> timeout; node_failure, gpu_hardware, preflight_failed, filesystem -> node_fail;
    preempted -> preempted; cancelled -> cancelled
    (so CANCELLED + `... DUE TO TIME LIMIT` in the log is a timeout)
 7. the Slurm state: FAILED -> crash; CANCELLED -> cancelled; TIMEOUT, DEADLINE -> timeout;
@@ -66,6 +66,7 @@ KIND_BY_ERROR_TYPE = {
     "node_failure": OutcomeKind.NODE_FAIL,
     "gpu_hardware": OutcomeKind.NODE_FAIL,
     "preflight_failed": OutcomeKind.NODE_FAIL,  # a node failed its pre-flight check (docs/preflight.md)
+    "filesystem": OutcomeKind.NODE_FAIL,  # a node's own mount stopped answering (base.yaml mount_lost)
     "preempted": OutcomeKind.PREEMPTED,
     "cancelled": OutcomeKind.CANCELLED,
 }

@@ -18,7 +18,7 @@ def test_the_issue_command_prints_ettr_and_losses_per_policy(capsys: pytest.Capt
     """The issue's interface: policies autoexp/upstream/none/oracle, each an ETTR fraction and losses by cause."""
     assert main(ISSUE_ARGS) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out["policies"]) == {"autoexp", "upstream", "none", "oracle"}
+    assert set(out["policies"]) == {"autoexp", "upstream", "none", "oracle", "oracle_paged"}
     for policy in out["policies"].values():
         assert 0.0 <= policy["ettr"] <= 1.0
         assert set(policy["lost_gpu_hours"]) >= CAUSES
@@ -104,3 +104,12 @@ def test_plot_writes_ettr_against_job_size_and_checkpoint_interval(
     sizes = out["plots"]["data"]["job_size"]
     assert sizes["values"] == [1024, 2048, 4096, 8192, 16384]
     assert all(len(v) == 5 for v in sizes["ettr"].values()) and "oracle" in sizes["ettr"]
+
+
+def test_preflight_catches_must_name_families_of_the_mix(capsys: pytest.CaptureFixture[str]) -> None:
+    """A family the mix does not have: one line naming the flag, exit 2, no traceback."""
+    code = main(["simulate", "--mix", "llama3", "--days", "1", "--preflight", "60",
+                 "--preflight-catches", "gpu_hw,gremlins"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "--preflight-catches: gremlins is no family of mix llama3" in err
+    assert "Traceback" not in err

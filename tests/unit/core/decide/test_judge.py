@@ -435,3 +435,23 @@ def test_startup_recovery_window_applies_before_the_first_iteration() -> None:
     steady = _view(**early)
     steady.read(["[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered"], 10.0)
     assert steady.fatal_due_s() == 70.0
+
+
+def test_judge_excludes_the_node_of_a_rank_prefixed_gpu_fault_through_the_layout_line() -> None:
+    """The monitor's path: the attempt view reads the script's layout line, iterations, then a
+    host-less ECC line on rank 13 (4 ranks per node) and the peers' NCCL errors; the settled fatal
+    line is judged at once and excludes node 13 // 4 = node4 of the allocation."""
+    view = AttemptView(PATTERNS, early=EarlySettings(settle_s=1.0))
+    view.mark_running(0.0)
+    view.read(["autoexp: rank layout: 4 ranks per node (node rank = SLURM_NODEID)",
+               " [2026-11-23 08:32:38.004485] iteration       10/     300 | lm loss: 6.888007E+00 |"], 1.0)  # fmt: skip
+    view.read(["[rank13]: RuntimeError: CUDA error: uncorrectable ECC error encountered",
+               "[rank2]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3763, "
+               "remote process exited or there was a network error, NCCL version 2.28.8"], 10.0)  # fmt: skip
+    verdict = view.fatal_verdict(12.0)
+    assert verdict is not None
+    j = judge(TRANSIENT, verdict, RestartHistory(), view.classifier.signals,
+              allocation=["node1", "node2", "node3", "node4"])  # fmt: skip
+    assert j.outcome.error_type == "gpu_hardware" and j.decision.action is DecisionAction.RESTART
+    assert j.effects.exclude_nodes == ("node4",) and j.effects.cancel
+    assert "rank 13, 4 ranks per node: node 3 of the allocation" in j.evidence.blamed[0]

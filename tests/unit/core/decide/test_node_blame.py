@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import yaml
 
+from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+from oellm_autoexp.core.classify.classifier import classify_lines
 from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.exclusions import (
     Exclusion,
@@ -17,6 +20,7 @@ from oellm_autoexp.core.decide.exclusions import (
     scontrol_exclude_command,
 )
 from oellm_autoexp.core.decide.node_blame import Blame, blame_limit, blame_nodes
+from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, decide, load_policy
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.slurm_nodes import (
     NodeHealth,
@@ -26,6 +30,8 @@ from oellm_autoexp.core.jobs.slurm_nodes import (
     parse_sinfo_nodes,
     state_words,
 )
+from oellm_autoexp.core.watch.outcome import Outcome
+from tests.paths import REPO
 
 # Localhost Slurm 22.05, node2 drained by hand while a job ran on it, then resumed:
 # sinfo -N --noheader -o '%N|%T|%E'
@@ -259,3 +265,86 @@ def test_exclude_list_and_scontrol_command() -> None:
     ]
     with pytest.raises(ValueError, match="at least one node"):
         scontrol_exclude_command("4711", "")
+
+
+# -- a host-less GPU fault line blamed through the rank layout the rendered script announces --------
+
+LAYOUT = Signal("rank_layout", None, "torchrun", "info", "autoexp: rank layout: 4 ranks per node", 3,
+                {"ranks_per_node": "4"})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("line", "with_layout", "blamed"),
+    [
+        # torch's own `[rankN]:` prefix: rank 13 with 4 ranks per node ran on node 13 // 4 = 3
+        ("[rank13]: RuntimeError: CUDA error: uncorrectable ECC error encountered", True, ["gpu04"]),
+        ("[rank0]: RuntimeError: CUDA error: uncorrectable ECC error encountered", True, ["gpu01"]),
+        # without the layout line the rank says nothing about the node
+        ("[rank13]: RuntimeError: CUDA error: uncorrectable ECC error encountered", False, []),
+        # srun's task number and torchrun --tee's local rank are other numberings: never mapped
+        ("13: RuntimeError: CUDA error: uncorrectable ECC error encountered", True, []),
+        ("[default1]: RuntimeError: CUDA error: uncorrectable ECC error encountered", True, []),
+        # a rank past the allocation (a layout that does not fit it) blames nobody
+        ("[rank16]: RuntimeError: CUDA error: uncorrectable ECC error encountered", True, []),
+    ],
+)
+def test_a_rank_prefixed_gpu_fault_blames_the_node_of_its_rank(
+    line: str, with_layout: bool, blamed: list[str]
+) -> None:
+    signals = [*([LAYOUT] if with_layout else []), sig("ecc_error", line, 40)]
+    assert list(blame_nodes(signals, ALLOC4).nodes) == blamed
+
+
+def test_rank_blame_says_how_it_found_the_node() -> None:
+    """The evidence names the rank and the layout, so an operator can check the mapping."""
+    line = "[rank13]: RuntimeError: CUDA error: uncorrectable ECC error encountered"
+    (blame,) = blame_nodes([LAYOUT, sig("ecc_error", line, 40)], ALLOC4).blamed
+    assert blame.evidence == f"job.log line 40: {line} (rank 13, 4 ranks per node: node 3 of the allocation)"
+
+
+def test_shipped_patterns_read_the_layout_line_and_blame_the_rank_s_node() -> None:
+    """The lines as the rendered script and torch print them, through the shipped patterns."""
+    lines = [
+        "autoexp: rank layout: 8 ranks per node (node rank = SLURM_NODEID)",
+        " [2026-11-23 08:32:38.004485] iteration    12001/ 2000000 | consumed samples: 1 |",
+        "[rank21]: RuntimeError: CUDA error: uncorrectable ECC error encountered",
+        "[rank3]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3763, "
+        "remote process exited or there was a network error, NCCL version 2.28.8",
+        "srun: error: gpu01: task 0: Exited with exit code 1",
+    ]
+    signals = classify_lines(lines, load_patterns(["megatron_production"]))
+    assert list(blame_nodes(signals, ALLOC4).nodes) == ["gpu03"]
+
+
+MOUNT = "OSError: [Errno 107] Transport endpoint is not connected: '/ckpt/iter_0012000'"
+
+
+@pytest.mark.parametrize(
+    ("lines", "allocation", "blamed"),
+    [
+        # one rank's lost mount names its node through the layout (13 // 4 = node 3)
+        ([f"[rank13]: {MOUNT}"], ALLOC4, ["gpu04"]),
+        # without a rank the line names no node, not even the only one (the mount may be shared)
+        ([MOUNT], ("gpu07",), []),
+        ([MOUNT], ALLOC4, []),
+        # ranks of two of four nodes: the file system is down for the job, no node is blamed
+        ([f"[rank13]: {MOUNT}", f"[rank1]: {MOUNT}"], ALLOC4, []),
+    ],
+)
+def test_a_lost_mount_blames_the_node_of_its_rank_only(lines: list[str], allocation: tuple[str, ...],
+                                                        blamed: list[str]) -> None:  # fmt: skip
+    patterns = load_patterns(["megatron_production"])
+    signals = classify_lines(
+        ["autoexp: rank layout: 4 ranks per node (node rank = SLURM_NODEID)", *lines], patterns
+    )
+    assert [s.error_type for s in signals if s.pattern == "mount_lost"] == ["filesystem"] * len(lines)
+    assert list(blame_nodes(signals, allocation).nodes) == blamed
+
+
+@pytest.mark.parametrize("policy", ["default", "megatron_transient", "fleet"])
+def test_the_shipped_policies_restart_a_lost_mount_without_its_node(policy: str) -> None:
+    """A lost mount is the node's, not the code's: restarted (not an exception's stop), off the node."""
+    rules = load_policy(yaml.safe_load((REPO / "config" / "restart" / f"{policy}.yaml").read_text()))
+    outcome = Outcome(JobState.RUNNING, "filesystem", signal="mount_lost", still_running=True)
+    decision = decide(rules, outcome, RestartHistory(attempt=1), 0.0, blamed=("gpu04",))
+    assert decision.action is DecisionAction.RESTART and decision.exclude_nodes == ("gpu04",)

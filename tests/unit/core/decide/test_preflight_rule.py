@@ -23,7 +23,7 @@ from oellm_autoexp.core.watch.outcome import Outcome, OutcomeKind
 from tests.paths import REPO
 
 FAIL_LINE = "preflight FAIL node2: gemm 412.0 TFLOP/s < 0.9 x median 790.1"
-POLICIES = ("default", "megatron_transient")
+POLICIES = ("default", "megatron_transient", "fleet")
 
 
 def shipped(name: str) -> RestartPolicy:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import pytest
 
@@ -91,11 +92,24 @@ def test_a_wrong_stop_waits_for_the_page_to_be_answered():
 
 @pytest.mark.parametrize(
     ("t_h", "expected_min"),
-    [(10, 30), (3, 240), (21, 240), (5 * 24 + 10, 480), (6 * 24 + 23, 480), (7 * 24 + 9, 30)],
-)
+    [
+        (10, 30), (3, 240), (21, 240), (5 * 24 + 10, 480), (7 * 24 + 9, 30),
+        # answered by a later period's response when that comes first: Sunday 23:00 by Monday
+        # night's (00:00 + 4 h), Monday 07:30 by the day shift (08:00 + 30 min)
+        (6 * 24 + 23, 300), (7.5, 60),
+    ],
+)  # fmt: skip
 def test_a_page_is_answered_by_day_night_or_weekend(t_h, expected_min):
     """Monday 00:00 is zero; days 08-20 Mon-Fri; Saturday and Sunday are the weekend."""
-    assert response_s(t_h * HOUR_S, Human()) == expected_min * 60
+    assert response_s(t_h * HOUR_S, Human()) == pytest.approx(expected_min * 60)
+
+
+def test_a_later_page_is_never_answered_earlier():
+    """Over a fortnight, minute by minute at the edges: the answer time never goes back, so a policy
+    that pages sooner (the oracle) never waits longer for the same human."""
+    human = Human()
+    answers = [t + response_s(t, human) for t in range(0, int(14 * DAY_S), 300)]
+    assert all(later >= earlier for earlier, later in pairwise(answers))
 
 
 @pytest.mark.parametrize(("t_h", "next_h"), [(0, 8), (8, 8), (9, 20), (20.5, 32), (23, 32)])

@@ -117,9 +117,12 @@ def test_silence_is_a_hang_at_the_first_poll_past_the_limit() -> None:
 
 
 def test_history_before_the_attempt_counts_against_budgets() -> None:
-    """With two hang restarts already recorded for the job, the third hang stops on the hang budget."""
+    """With two hang restarts already recorded for the job, the third hang stops on the hang budget.
+    The earlier attempts got as far (iteration 2): no new ground, so the budget has not refilled."""
     past = tuple(
-        PastDecision("restart", float(i), Evidence(rule="transient", kind="hang", error_type="hang"))
+        PastDecision(
+            "restart", float(i), Evidence(rule="transient", kind="hang", error_type="hang", iteration=2)
+        )
         for i in range(2)
     )
     batches = [Batch(0.0, (iteration(1),)), Batch(10.0, (iteration(2),)), Batch(100.0, ("late",))]
