@@ -10,6 +10,7 @@ the report read (config/monitoring/base.yaml `preflight_fail`, daemon/report_dat
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -61,17 +62,28 @@ class Thresholds:
     min_cpu_gemm_gflops: float = 0.0
 
 
+def figure(value: float, decimals: int = 1) -> str:
+    """`value` with `decimals` decimals; below 10^-decimals, with two significant digits.
+
+    A figure cut below a small floor (the CPU fallback's 0.05 GFLOP/s) printed "0.0" both when it
+    passed and when it failed it: the log could not say how close it was.
+    """
+    if value == 0 or not math.isfinite(value) or abs(value) >= 10**-decimals:
+        return f"{value:.{decimals}f}"
+    return f"{value:.{1 - math.floor(math.log10(abs(value)))}f}"
+
+
 def result_line(result: NodeResult) -> str:
     """The node's one result line (module docstring)."""
     parts = []
     if result.gemm is not None:
-        parts.append(f"gemm {result.gemm:.1f} {result.gemm_unit}")
+        parts.append(f"gemm {figure(result.gemm)} {result.gemm_unit}")
     if result.hbm_ok is not None:
         parts.append("hbm ok" if result.hbm_ok else "hbm BAD")
     if result.allreduce_gbps is not None:
-        parts.append(f"allreduce {result.allreduce_gbps:.1f} GB/s")
+        parts.append(f"allreduce {figure(result.allreduce_gbps)} GB/s")
     if result.pair_gbps is not None:
-        parts.append(f"pairwise {result.pair_gbps:.2f} GB/s")
+        parts.append(f"pairwise {figure(result.pair_gbps, 2)} GB/s")
     parts.append(f"{result.gpus} gpu" if result.gpu_name != CPU else CPU)
     parts.append(f"{result.seconds:.1f} s")
     return f"preflight {result.node}: {', '.join(parts)}"
@@ -110,8 +122,8 @@ def _gpu_spread(own: NodeResult, relative_min: float) -> str | None:
     for index, value in enumerate(own.gemm_per_gpu):
         if value < relative_min * median:
             return (
-                f"gemm GPU {index} {value:.1f} {own.gemm_unit} < {relative_min:g} x median "
-                f"{median:.1f} of this node's {len(own.gemm_per_gpu)} GPUs"
+                f"gemm GPU {index} {figure(value)} {own.gemm_unit} < {relative_min:g} x median "
+                f"{figure(median)} of this node's {len(own.gemm_per_gpu)} GPUs"
             )
     return None
 
@@ -119,14 +131,14 @@ def _gpu_spread(own: NodeResult, relative_min: float) -> str | None:
 def _absolute(own: NodeResult, limits: Thresholds) -> str | None:
     if own.gemm is not None and own.gpu_name == CPU:
         if own.gemm < limits.min_cpu_gemm_gflops:
-            return f"gemm {own.gemm:.1f} GFLOP/s < min {limits.min_cpu_gemm_gflops:g} (cpu)"
+            return f"gemm {figure(own.gemm)} GFLOP/s < min {limits.min_cpu_gemm_gflops:g} (cpu)"
         return None
     gemm_floor = floor_for(own.gpu_name, limits.min_gemm_tflops)
     if own.gemm is not None and gemm_floor and own.gemm < gemm_floor[1]:
-        return f"gemm {own.gemm:.1f} TFLOP/s < min {gemm_floor[1]:g} ({gemm_floor[0]})"
+        return f"gemm {figure(own.gemm)} TFLOP/s < min {gemm_floor[1]:g} ({gemm_floor[0]})"
     bw_floor = floor_for(own.gpu_name, limits.min_allreduce_gbps)
     if own.allreduce_gbps is not None and bw_floor and own.allreduce_gbps < bw_floor[1]:
-        return f"allreduce {own.allreduce_gbps:.1f} GB/s < min {bw_floor[1]:g} ({bw_floor[0]})"
+        return f"allreduce {figure(own.allreduce_gbps)} GB/s < min {bw_floor[1]:g} ({bw_floor[0]})"
     return None
 
 
@@ -142,4 +154,4 @@ def _relative(
         return None
     name = {"gemm": "gemm", "allreduce_gbps": "allreduce", "pair_gbps": "pairwise"}[attr]
     digits = 2 if attr == "pair_gbps" else 1
-    return f"{name} {mine:.{digits}f} {unit} < {relative_min:g} x median {median:.{digits}f}"
+    return f"{name} {figure(mine, digits)} {unit} < {relative_min:g} x median {figure(median, digits)}"

@@ -103,6 +103,22 @@ def test_result_lines_read_back(
     assert FAIL_RE.match(fail_line("node1", "x"))["node"] == "node1"  # type: ignore[index]
 
 
+def test_a_figure_below_a_small_floor_keeps_its_digits() -> None:
+    """A CPU figure cut by the test hook to ~0.06 GFLOP/s passes a floor of 0.05 and one of 0.03
+    fails it: the result and FAIL lines show both to two significant digits (not "0.0" for both),
+    and the report reads them back as numbers."""
+    passing, failing = NodeResult("n1", CPU, 0, 0.0644), NodeResult("n2", CPU, 0, 0.0321)
+    limits = Thresholds(min_cpu_gemm_gflops=0.05)
+    assert judge(passing, [passing], limits) is None
+    assert judge(failing, [failing], limits) == "gemm 0.032 GFLOP/s < min 0.05 (cpu)"
+    match = RESULT_RE.match(result_line(passing))
+    assert match is not None and match["gemm"] == "0.064"
+    tiny = NodeResult("n3", CPU, 0, 3.2e-5, pair_gbps=0.004)
+    assert "gemm 0.000032 GFLOP/s, pairwise 0.0040 GB/s" in result_line(tiny)
+    assert judge(tiny, [tiny], limits) == "gemm 0.000032 GFLOP/s < min 0.05 (cpu)"
+    assert "gemm 0.0 GFLOP/s" in result_line(NodeResult("n4", CPU, 0, 0.0))  # zero stays zero
+
+
 def test_json_round_trip() -> None:
     """A node's file holds the same figures it printed."""
     result = gpu("node1", 790.1)
