@@ -8,7 +8,7 @@ from oellm_autoexp.adapters.executors.base import Executor, ExecutorError
 from oellm_autoexp.adapters.store.sqlite_store import JobStatus
 from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_store
 from oellm_autoexp.core.jobs.job_state import is_alive
-from oellm_autoexp.core.jobs.strays import parse_tag
+from oellm_autoexp.core.jobs.strays import attempt_tag
 from oellm_autoexp.daemon.session import job_runtime
 from oellm_autoexp.daemon.successor import unended, write_stop_file
 
@@ -35,10 +35,11 @@ def cancel_command(args: argparse.Namespace) -> int:
             # Then its stop file: a queued successor that Slurm starts anyway exits without training.
             write_stop_file(state, job.id, "Cancelled by user (autoexp cancel)")
             executor = job_runtime(job, state).executor
-            # The running attempt and its queued successor, then every other live job the job's tag
-            # names (a fenced-off monitor's submission, a stray the monitor did not see).
+            # The running attempt and its queued successor, then every other live job carrying one
+            # of the job's recorded tags (a fenced-off monitor's submission, a stray the monitor did not see).
             ids = [a.executor_job_id for a in unended(store, job.id) if a.executor_job_id]
-            ids += [i for i in tagged_jobs_of(executor, session.id, job.id) if i not in ids]
+            tags = {a.submit_tag for a in store.attempts_for_job(job.id)}
+            ids += [i for i in tagged_jobs_of(executor, tags) if i not in ids]
             for job_id in ids:
                 try:
                     executor.cancel(job_id)
@@ -49,16 +50,18 @@ def cancel_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def tagged_jobs_of(executor: Executor, session_id: int, job_id: int) -> list[str]:
-    """Every live job in the queue whose submit tag names this session's job, whatever attempt
-    (a job submitted by a monitor that was then fenced off, a stray the monitor did not see)."""
+def tagged_jobs_of(executor: Executor, tags: set[str]) -> list[str]:
+    """Every live job in the queue that carries one of `tags` (a job's recorded submit tags), whatever
+    attempt: a job submitted by a monitor that was then fenced off (its intent, with the tag, is
+    recorded before its sbatch), a stray the monitor did not see.
+
+    Only recorded tags, as for the monitor's stray net (core/jobs/strays.py): session and job numbers
+    are per state dir, so a queued `autoexp-1-1-...` may be another experiment's; matching the numbers
+    cancelled the running jobs of every other state dir's session 1 job 1 of the user.
+    """
     try:
         _, tagged = executor.query_tagged([])
     except ExecutorError as exc:
         print(f"warning: could not list the session's jobs in the queue: {exc}")
         return []
-    return [
-        t.executor_id
-        for t in tagged
-        if is_alive(t.state) and (parse_tag(t.tag) or ())[:2] == (session_id, job_id)
-    ]
+    return [t.executor_id for t in tagged if is_alive(t.state) and attempt_tag(t.tag) in tags]

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from oellm_autoexp.adapters.executors.base import Executor, ExecutorError
 from oellm_autoexp.adapters.executors.factory import make_executor
-from oellm_autoexp.adapters.logs.tail import LogEvent, LogLines, LogTailer
+from oellm_autoexp.adapters.logs.tail import LogEvent, LogLines, LogRotated, LogTailer, LogTruncated
 from oellm_autoexp.adapters.store.buffer import BufferedStore, is_disk_full
 from oellm_autoexp.adapters.store.snapshot import SNAPSHOT_FILENAME, write_snapshot
 from oellm_autoexp.adapters.store.sqlite_store import (
@@ -44,8 +44,8 @@ from oellm_autoexp.config.monitoring import poll_interval_s
 from oellm_autoexp.core.decide.judge import Judgement
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.jobs.job_record import JobRecord, allocation
-from oellm_autoexp.core.jobs.job_state import JobState, is_terminal
-from oellm_autoexp.core.watch.attempt_view import AttemptView, Recovery
+from oellm_autoexp.core.jobs.job_state import JobState, is_requeue, is_terminal
+from oellm_autoexp.core.watch.attempt_view import Recovery
 from oellm_autoexp.core.watch.verdict import Trigger, Verdict
 from oellm_autoexp.daemon.cancels import Cancels
 from oellm_autoexp.daemon.clock import utc
@@ -333,8 +333,7 @@ class Monitor:
 
     def attach(self, rt: JobRuntime, attempt: AttemptInfo, now: float, *, watch: bool = True) -> LiveAttempt:
         log_path = os.path.abspath(attempt.log_path) if attempt.log_path else None
-        view = AttemptView(rt.patterns, source=log_path, early=rt.early_settings())
-        live = LiveAttempt(rt, attempt, view, log_path, state=attempt.state)
+        live = LiveAttempt(rt, attempt, rt.new_view(log_path), log_path, state=attempt.state)
         self._live[attempt.id] = live
         if log_path and watch:
             prime(self.store, live, now, read_all=False)
@@ -405,6 +404,11 @@ class Monitor:
             self._observe_unknown(live, now)
             return
         live.unknown_since_s = None
+        if is_requeue(live.state, record.state):
+            cause = live.view.cause()
+            self._say(f"{self._who(live)}: requeued by Slurm ({cause.error_type if cause else 'no cause in the log'}): "
+                      "it runs again under the same id; waiting for it (not a restart, no budget spent)")  # fmt: skip
+            live.start_new_run(requeued=True)
         if record.state != live.state or allocation(live.nodes, record) != live.nodes:
             self._store_state(live, record, now)
         if record.state is JobState.RUNNING:
@@ -575,6 +579,8 @@ class Monitor:
         if not isinstance(event, LogLines):
             if live is not None:
                 self._say(f"{self._who(live)}: log {type(event).__name__}: {event.path}")
+                if live.requeued and isinstance(event, LogTruncated | LogRotated):
+                    live.start_new_run(requeued=False)  # the new run's lines start here
             return
         if live is not None:
             kept = len(live.view.classifier.signals)

@@ -34,6 +34,10 @@ class JobRuntime:
     def early_settings(self) -> EarlySettings:
         return early_settings(self.settings, self.in_job_restarts)
 
+    def new_view(self, log_path: str | None) -> AttemptView:
+        """An empty view of one run of an attempt's log."""
+        return AttemptView(self.patterns, source=log_path, early=self.early_settings())
+
 
 def early_settings(settings: MonitorSettings, backend_in_job_restarts: bool = False) -> EarlySettings:
     """How a running attempt's fatal lines are acted on, from the monitoring settings."""
@@ -65,10 +69,24 @@ class LiveAttempt:
     # Rows not saved yet, or grown since saved, oldest first: a poll saves them all at once.
     unsaved_reads: list[ReadMark] = field(default_factory=list)
     read_inode: int = 0  # the log's inode at the newest read: its consumed offset belongs to it
+    requeued: bool = False  # Slurm queued it again; its log not restarted since (a new run's lines follow)
 
     @property
     def executor_id(self) -> str:
         return self.attempt.executor_job_id or ""
+
+    def start_new_run(self, *, requeued: bool) -> None:
+        """Slurm runs the job again under its id: what is read from now on is a new run.
+
+        The last run's view must not judge it: its cause (slurmstepd's `DUE TO PREEMPTION`, a
+        cause the scheduler ends by itself, made every hang of the new run "wait for the end")
+        and its progress clock (the time spent queued counted as a hang once it ran again).
+        Its signals are in the store already.
+        """
+        self.view = self.runtime.new_view(self.log_path)
+        self.signals_recorded = 0
+        self.waiting_on_fatal = False
+        self.requeued = requeued
 
 
 def past_decisions(decisions: Sequence[DecisionInfo]) -> list[PastDecision]:

@@ -203,3 +203,66 @@ def test_after_a_fatal_line_the_job_alone_is_followed_up(tmp_path: Path) -> None
         ("end", "Permanent failure detected (excluded error_type: oom)")
     ] * len(plans)
     assert all(a.state is JobState.FAILED for a in attempts) and len(attempts) == len(plans)
+
+
+PREEMPTED = "slurmstepd: error: *** JOB 7 ON gpu07 CANCELLED AT 2026-11-25T17:04:04 DUE TO PREEMPTION ***"
+
+
+class RequeuingExecutor(ScriptedExecutor):
+    """Its job is in the state the test sets (Slurm requeues it: RUNNING, PENDING, RUNNING); polls counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state = JobState.RUNNING
+        self.polls = 0
+
+    def query(self, job_ids: Sequence[str]) -> dict[str, JobRecord]:
+        self.polls += 1
+        state = {True: JobState.CANCELLED, False: self.state}
+        return {j: JobRecord(j, state[j in self.cancelled], "scripted", nodes=("gpu07",)) for j in job_ids}
+
+
+def test_a_requeued_run_is_judged_on_its_own_log_and_clock(tmp_path: Path) -> None:
+    """Slurm preempts and requeues a job (slurmstepd's `DUE TO PREEMPTION` line, then PENDING longer
+    than the hang limits, then RUNNING again under the same id, its log truncated). The new run is
+    a run of its own: the time it waited in the queue is no hang, and when it then hangs for real the
+    hang is acted on. Before, the last run's preemption line stayed the cause of every verdict (a
+    cause the scheduler ends by itself: "wait for the end"), so a hung requeued run was never cancelled,
+    and the queued time was reported as a hang at every poll once it ran again."""
+    hang = {"no_output_timeout_s": 2, "progress_floor_s": 2, "startup_timeout_s": 30}
+    experiment = {
+        "defaults": [{"slurm": "local"}, {"backend": "command"}, {"restart": "megatron_transient"}],
+        "experiment": {"name": "inj", "output_dir": str(tmp_path / "out")},
+        "executor": "local",
+        "backend": {"command": ["true"]},
+        "monitoring": {"poll_interval_s": 0.2, "log_poll_interval_s": 0.1, "hang": hang},
+    }
+    executor = RequeuingExecutor()
+    with monitor_running(tmp_path, experiment, executor) as run:
+        job_id = _wait(lambda: executor.submitted and executor.submitted[0], "the first submission")
+        (job,) = run.store.jobs_for_session(run.session_id)
+        log = Path(log_path_for(run.plans[0], job_id))
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(
+            "".join(f" iteration {i:8d}/     100 | lm loss: 1.0 |\n" for i in (1, 2, 3)) + PREEMPTED + "\n"
+        )
+        _wait(lambda: any(s.error_type == "preempted" for a in run.store.attempts_for_job(job.id)
+                          for s in run.store.signals_for_attempt(a.id)), "the preemption line")  # fmt: skip
+        executor.state = JobState.PENDING
+        queued = time.monotonic()
+        _wait(lambda: run.store.attempts_for_job(job.id)[0].state is JobState.PENDING, "the requeue")
+        # Queued past both hang limits, as seen by the monitor's own polls.
+        polls = executor.polls
+        _wait(lambda: executor.polls > polls + 10 and time.monotonic() - queued > 3.0, "polls while queued")
+        log.write_text(" iteration        2/     100 | lm loss: 1.0 |\n")  # resumed from its checkpoint
+        executor.state = JobState.RUNNING
+        rerun = time.monotonic()
+        _wait(lambda: executor.cancelled, "the hang's cancel")
+        took = time.monotonic() - rerun
+        decisions = run.store.decisions_for_job(job.id)
+    assert executor.cancelled == ["scripted-1"]
+    assert [(d.action, d.reason) for d in decisions][:1] == [
+        ("restart", "Transient failure detected (error_type=hang)")
+    ], decisions
+    assert decisions[0].evidence["trigger"] == "hang"
+    assert took >= 2.0, took  # the new run's own silence, not the time it was queued

@@ -24,7 +24,7 @@ from oellm_autoexp.core.decide.exclusions import scontrol_exclude_command
 from oellm_autoexp.core.decide.spend import SPEND_SACCT_FORMAT, AttemptUsage, parse_usage
 from oellm_autoexp.core.decide.successor import start_time_command
 from oellm_autoexp.core.jobs.job_record import JobRecord
-from oellm_autoexp.core.jobs.job_state import JobState, is_terminal
+from oellm_autoexp.core.jobs.job_state import JobState, has_ended_in_squeue
 from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth, parse_scontrol_nodes
 from oellm_autoexp.core.jobs.slurm_parse import (
     SACCT_FORMAT,
@@ -125,7 +125,8 @@ class SlurmExecutor:
         ids = list(dict.fromkeys(job_ids))
         if not ids:
             return {}
-        live = self._squeue(ids)
+        # A preempted job squeue still lists is over (has_ended_in_squeue): sacct has its end.
+        live = {i: r for i, r in self._squeue(ids).items() if r.state is not JobState.PREEMPTED}
         missing = [i for i in ids if i not in live]
         done = self._sacct(missing) if missing else {}
         none = {i: JobRecord(i, JobState.UNKNOWN, "none") for i in ids}
@@ -143,7 +144,9 @@ class SlurmExecutor:
         listed, tagged = parse_squeue_tagged(text)
         # `--states=all` also lists jobs that just ended, without their exit code: those are
         # asked of sacct like the ones squeue no longer lists (and stay UNKNOWN until sacct knows).
-        live = {i: r for i, r in listed.items() if not is_terminal(r.state)}
+        # A preempted job that is not requeued is one of them (waiting for squeue to forget it
+        # took MinJobAge).
+        live = {i: r for i, r in listed.items() if not has_ended_in_squeue(r.state)}
         missing = [i for i in ids if i not in live]
         done = self._sacct(missing) if missing else {}
         records = {i: live.get(i) or done.get(i) or JobRecord(i, JobState.UNKNOWN, "none") for i in ids}

@@ -108,3 +108,24 @@ def is_terminal(state: JobState) -> bool:
     once squeue no longer lists it.
     """
     return state in _TERMINAL
+
+
+# Where a job that ran is again when Slurm put it back in the queue (a requeue: preemption with
+# PreemptMode=REQUEUE, a node failure without --no-requeue, `scontrol requeue`).
+_RAN = {JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED, JobState.RESIZING}
+_QUEUED_AGAIN = {JobState.PENDING, JobState.REQUEUED}
+
+
+def has_ended_in_squeue(state: JobState) -> bool:
+    """True when squeue lists a job that will not run again under its id.
+
+    `squeue --states=all` keeps ended jobs for MinJobAge (300 s by default). Slurm 22.05 shows a
+    preempted job it requeues as COMPLETING, then PENDING, never PREEMPTED; one it does not
+    requeue (PreemptMode=CANCEL, `--no-requeue`) stays PREEMPTED there: that job is over.
+    """
+    return state in _TERMINAL or state is JobState.PREEMPTED
+
+
+def is_requeue(before: JobState, after: JobState) -> bool:
+    """True when a job seen running is queued again: the same id will run again (a new run)."""
+    return before in _RAN and after in _QUEUED_AGAIN
