@@ -6,7 +6,10 @@ resume, for a job with no attempt to watch). Top to bottom:
 1. The job is still active: `autoexp cancel` during a restart's cooldown drops the restart.
 2. No earlier attempt may still run: an attempt whose scancel failed holds the job, and is
    cancelled again on its backoff (daemon/cancels.py). Two attempts of one job never run side
-   by side on one checkpoint directory.
+   by side on one checkpoint directory. A Slurm attempt that ended moments ago may still be
+   COMPLETING (its processes get KillWait seconds, and a worker saves on SIGTERM): the next
+   sbatch then carries `--dependency=afterany:<its id>`, so Slurm starts the new attempt only
+   once the old one is gone, at no cost in queue time.
 3. The checkpoint the attempt resumes from (resubmissions only; docs/checkpoints.md): an
    incomplete one, or one the last attempt failed to load, is rolled back (moved aside, never
    deleted; an event); what cannot be fixed stops the job (a `stop` decision and the job's
@@ -72,7 +75,10 @@ class PreSubmission:
         if not self._checkpoint_ready(rt, now):  # 3.
             self._submitter.successors.drop(rt, "stopped by the checkpoint check", now)
             return None
-        return self._submitter.submit(rt, exclude_arg(self.store, rt, utc(now)), now)  # 4., 5.
+        after = after_recent_end(self.store.latest_attempt(rt.job.id), rt.executor.name, utc(now))  # 2.
+        return self._submitter.submit(
+            rt, exclude_arg(self.store, rt, utc(now)), now, first_only=after
+        )  # 4., 5.
 
     def _predecessor_running(self, rt: JobRuntime, now: float) -> bool:
         """An attempt whose scancel failed may still run: hold the submission until a cancel went
@@ -95,6 +101,21 @@ class PreSubmission:
         if gate.reason is not None:
             self._say(f"{rt.job.name}: {gate.reason}")
         return gate.resume
+
+
+# Slurm keeps an ended job in its tables for MinJobAge (300 s by default): a dependency on a job
+# it has forgotten refuses the sbatch, so only a predecessor this recent is named.
+RECENT_END_S = 30.0
+
+
+def after_recent_end(latest: AttemptInfo | None, executor: str, now: datetime) -> tuple[str, ...]:
+    """`--dependency=afterany:<id>` for a Slurm predecessor that ended (or was cancelled) moments
+    ago and may still be COMPLETING; nothing otherwise (a retry of a refused sbatch goes without)."""
+    if executor != "slurm" or latest is None or latest.executor_job_id is None:
+        return ()
+    if latest.ended_at is not None and (now - latest.ended_at).total_seconds() > RECENT_END_S:
+        return ()  # (not seen ended yet, e.g. just cancelled: Slurm surely still knows it)
+    return (f"--dependency=afterany:{latest.executor_job_id}",)
 
 
 # -- 3. the checkpoint a resubmission resumes from (docs/checkpoints.md) --------------------------
