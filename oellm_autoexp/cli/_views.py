@@ -44,13 +44,14 @@ def job_row(
 
 
 def _judged_cause(latest: AttemptInfo | None, decisions: Sequence[DecisionInfo]) -> str | None:
-    from oellm_autoexp.core.watch.evidence import Evidence
-
+    # The two keys read straight from the stored evidence (Evidence.from_json gives the same: a
+    # missing key or a record that is no object reads None): `status` starts without Evidence's
+    # dataclass (cli/main.py).
     for d in reversed(decisions):
         if latest is not None and d.attempt_id == latest.id:
-            ev = Evidence.from_json(d.evidence)
-            if ev.error_type or ev.signal:
-                return ev.error_type or ev.signal
+            ev = d.evidence if isinstance(d.evidence, Mapping) else {}
+            if cause := ev.get("error_type") or ev.get("signal"):
+                return str(cause)
     return None
 
 

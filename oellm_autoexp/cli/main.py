@@ -13,14 +13,17 @@ it against what the modules register, so a new command is one module plus one li
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from oellm_autoexp import __version__
 from oellm_autoexp.errors import UserError
+
+if TYPE_CHECKING:  # argparse is imported when a parser is built: `--version` answers without it
+    import argparse
 
 # command -> (module under oellm_autoexp.cli, the help line `autoexp --help` shows)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -64,8 +67,25 @@ def command_in(argv: Sequence[str]) -> str | None:
     return None
 
 
+def asks_version(argv: Sequence[str]) -> bool:
+    """`--version` before any command word, and before `-h`/`--help` (argparse acts on the first)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _GLOBAL_WITH_VALUE:
+            skip = True
+        elif word in ("-h", "--help") or not word.startswith("-"):
+            return False
+        elif word == "--version":
+            return True
+    return False
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; `command`'s module registers its sub-parser in full, the others are names only."""
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="autoexp",
         description="Submit training runs to Slurm and keep them alive.",
@@ -118,6 +138,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(argv: list[str]) -> int:
+    if asks_version(argv):  # what argparse's version action prints, without building a parser
+        print(f"autoexp {__version__}")
+        return 0
     parser = build_parser(command_in(argv))
     args = parse_intermixed(parser, argv)
     try:

@@ -14,11 +14,18 @@ from typing import TYPE_CHECKING
 from oellm_autoexp.adapters.store.vocab import SessionStatus
 from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_reader, resume_command
 from oellm_autoexp.cli._views import exclusion_lines, explain_lines, job_row, pick_signal, render_table
-from oellm_autoexp.core.jobs.attempt_pick import shown_attempt_of
+from oellm_autoexp.core.jobs.attempt_pick import shown_attempts_of
 from oellm_autoexp.core.jobs.job_status import jobs_by_status, session_word
 
 if TYPE_CHECKING:
-    from oellm_autoexp.adapters.store.records import AttemptInfo, DecisionInfo, SessionInfo
+    from oellm_autoexp.adapters.store.reader import StoreReader
+    from oellm_autoexp.adapters.store.records import (
+        AttemptInfo,
+        DecisionInfo,
+        JobInfo,
+        SessionInfo,
+        SignalInfo,
+    )
     from oellm_autoexp.cli._sessions import Store
     from oellm_autoexp.daemon.session_lock import Liveness
 
@@ -48,37 +55,42 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     explain.set_defaults(func=explain_command)
 
 
-def status_rows(
-    store: Store,
-    session: SessionInfo,
-    latest: Mapping[int, AttemptInfo] | None = None,
-    decisions: Sequence[DecisionInfo] | None = None,
-) -> list[dict[str, object]]:
-    """One row per job, from a few queries for the whole session (not three per job).
+def status_rows(store: Store, session: SessionInfo) -> list[dict[str, object]]:
+    """One row per job, from every attempt and decision of the session read at once (`autoexp run`'s
+    live view; `status` reads less, through the reader: `reader_status_rows`)."""
+    decisions = store.decisions_for_session(session.id)
+    shown = shown_attempts_of(store.attempts_for_session(session.id), decisions)
+    signals = {a.id: store.signals_for_attempt(a.id) for a in shown.values()}
+    return rows_of(store.jobs_for_session(session.id, with_plan=False), shown, decisions, signals)
 
-    `latest` (job id -> its latest attempt) and `decisions` (at least those `job_row` reads: see
-    StoreReader.status_decisions) when already read; otherwise every attempt and decision."""
-    if latest is None:
-        latest = {}
-        for attempt in store.attempts_for_session(session.id):  # in job, then attempt order
-            latest[attempt.job_id] = attempt
+
+def reader_status_rows(store: StoreReader, session: SessionInfo) -> list[dict[str, object]]:
+    """`status_rows` in four queries for the whole session, whatever its size: each job's shown
+    attempt, the decisions its row reads, those attempts' signals, the jobs."""
+    shown = store.shown_attempts(session.id)
+    ids = [a.id for a in shown.values()]
+    decisions = store.status_decisions(session.id, ids)
+    signals = store.signals_for_attempts(ids)
+    return rows_of(store.jobs_for_session(session.id, with_plan=False), shown, decisions, signals)
+
+
+def rows_of(
+    jobs: Sequence[JobInfo],
+    shown: Mapping[int, AttemptInfo],
+    decisions: Sequence[DecisionInfo],
+    signals: Mapping[int, Sequence[SignalInfo]],
+) -> list[dict[str, object]]:
+    """The rows: per job, the attempt shown (job id ->), its signals (attempt id ->) and the job's
+    decisions (at least those `job_row` reads: its last, its last with a budget, those about the
+    attempt shown)."""
     by_job: dict[int, list[DecisionInfo]] = {}
-    for decision in store.decisions_for_session(session.id) if decisions is None else decisions:
+    for decision in decisions:
         by_job.setdefault(decision.job_id, []).append(decision)
     rows = []
-    for job in store.jobs_for_session(session.id, with_plan=False):
-        last = latest.get(job.id)
-        if (
-            last is not None
-            and last.attempt_no > 1
-            and (last.ended_at is None or last.state.value == "CANCELLED")
-        ):
-            # Maybe a successor queued behind the attempt that runs, or one cancelled when the job
-            # ended (restart.queued_successor): the row shows the attempt watched, or the last that
-            # was not a dropped successor (one more read, for these rows only).
-            last = shown_attempt_of(store.attempts_for_job(job.id), store.decisions_for_job(job.id))
-        signals = store.signals_for_attempt(last.id) if last else []
-        rows.append(job_row(job, last, pick_signal(signals), by_job.get(job.id, [])))
+    for job in jobs:
+        last = shown.get(job.id)
+        signal = pick_signal(signals.get(last.id, ())) if last else None
+        rows.append(job_row(job, last, signal, by_job.get(job.id, [])))
     return rows
 
 
@@ -90,9 +102,7 @@ def status_command(args: argparse.Namespace) -> int:
     store, state = open_reader(args)
     with store:
         session = find_session(store, args.session) if args.session else latest_session(store)
-        latest = store.latest_attempts(session.id)
-        decisions = store.status_decisions(session.id, [a.id for a in latest.values()])
-        rows = status_rows(store, session, latest, decisions)
+        rows = reader_status_rows(store, session)
         word = session_word(session.status, (str(r["status"]) for r in rows))
         live = monitor_liveness(session, datetime.now(UTC))
         resume = resume_command(state, [session.id])

@@ -74,7 +74,7 @@ def test_reader_returns_what_the_store_returns(tmp_path: Path) -> None:
             assert reader.decisions_for_job(job_id) == store.decisions_for_job(job_id)
             assert reader.exclusions_for_job(job_id) == store.exclusions_for_job(job_id)
         assert reader.decisions_for_session(2) == store.decisions_for_session(2)
-        latest = reader.latest_attempts(2)
+        latest = reader.shown_attempts(2)  # every attempt ended: the latest of each job
         assert latest == {j: store.latest_attempt(j) for j in (1, 2, 3)}
         assert reader.attempt_spans(2) == {
             j: [(a.started_at, a.ended_at) for a in store.attempts_for_job(j)] for j in (1, 2, 3)
@@ -90,11 +90,16 @@ def test_reader_returns_what_the_store_returns(tmp_path: Path) -> None:
             ]
             budgeted = [d for d in full if d.budget_after is not None]
             assert [d for d in mine if d.budget_after is not None][-1] == budgeted[-1]
-        from oellm_autoexp.cli.status import status_rows
+        from oellm_autoexp.cli.status import reader_status_rows, status_rows
 
         session = reader.get_session(2)
         assert session is not None
-        assert status_rows(reader, session, latest, subset) == status_rows(store, session)
+        assert reader_status_rows(reader, session) == status_rows(store, session)
+        assert reader.signals_for_attempts([1, 2, 99]) == {
+            1: store.signals_for_attempt(1),
+            2: store.signals_for_attempt(2),
+            99: [],
+        }
         assert reader.exclusions_for_session(2) == [e for j in (1, 2, 3) for e in store.exclusions_for_job(j)]
         for attempt in store.attempts_for_session(2):
             assert reader.signals_for_attempt(attempt.id) == store.signals_for_attempt(attempt.id)
