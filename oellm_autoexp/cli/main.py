@@ -82,8 +82,9 @@ def asks_version(argv: Sequence[str]) -> bool:
     return False
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; `command`'s module registers its sub-parser in full, the others are names only."""
+def build_parser(command: str | None = None, *, all_names: bool = True) -> argparse.ArgumentParser:
+    """The parser; `command`'s module registers its sub-parser in full, the others are names only
+    (for the top-level help and "invalid choice"), and none at all unless `all_names`."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -101,10 +102,25 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command in COMMANDS:
         module = importlib.import_module(f"oellm_autoexp.cli.{COMMANDS[command][0]}")
         module.register(subparsers)
-    for name, (_, help_line) in COMMANDS.items():
-        if name not in subparsers.choices:
-            subparsers.add_parser(name, help=help_line)
+    for name, (_, help_line) in COMMANDS.items() if all_names or command not in COMMANDS else ():
+        if name not in subparsers.choices:  # never parses: no -h of its own (a parser less to build)
+            subparsers.add_parser(name, help=help_line, add_help=False)
     return parser
+
+
+def top_help_asked(argv: Sequence[str]) -> bool:
+    """`-h`/`--help` before any command word: the top-level help, which lists every command."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _GLOBAL_WITH_VALUE:
+            skip = True
+        elif word in ("-h", "--help"):
+            return True
+        elif not word.startswith("-"):
+            return False
+    return False
 
 
 def parse_intermixed(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
@@ -141,7 +157,7 @@ def _dispatch(argv: list[str]) -> int:
     if asks_version(argv):  # what argparse's version action prints, without building a parser
         print(f"autoexp {__version__}")
         return 0
-    parser = build_parser(command_in(argv))
+    parser = build_parser(command_in(argv), all_names=top_help_asked(argv))
     args = parse_intermixed(parser, argv)
     try:
         return int(args.func(args) or 0)

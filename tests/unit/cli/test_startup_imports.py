@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.cli.main import COMMANDS, command_in
+from oellm_autoexp.cli.main import COMMANDS, command_in, main, top_help_asked
 
 HEAVY = ("sqlalchemy", "pydantic", "torch", "numpy", "yaml", "jinja2", "watchdog", "apscheduler")
 ROOT = Path(__file__).resolve().parents[3]
@@ -97,3 +97,25 @@ def test_the_dispatch_table_names_what_each_module_registers() -> None:
 )  # fmt: skip
 def test_the_command_word_is_found_after_global_options(argv: list[str], command: str | None) -> None:
     assert command_in(argv) == command
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h", "status"], ["--state-dir", "s", "--help", "run"]])
+def test_the_top_level_help_lists_every_command_whatever_follows(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A command's own parser is built alone (the others' are not needed to run it), but a help
+    asked before the command word still lists them all."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 0
+    shown = capsys.readouterr().out
+    assert all(f"\n    {name} " in shown for name in COMMANDS), shown
+
+
+@pytest.mark.parametrize(
+    ("argv", "asked"),
+    [(["-h"], True), (["--state-dir", "x", "--help", "run"], True), (["--state-dir", "-h", "status"], False),
+     (["status", "-h"], False), (["status"], False)],
+)  # fmt: skip
+def test_the_top_level_help_is_told_from_a_commands_help(argv: list[str], asked: bool) -> None:
+    assert top_help_asked(argv) is asked
