@@ -86,14 +86,14 @@ def hang_detection(d: dict[str, Any]) -> list[str]:
     for v in d["variants"].values():
         out.append(f"| no hang detection: until the preset's `--time` ({v['executor']} trials) | "
                    f"{_pcts(v['baseline_walltime_local_preset'])} |")  # fmt: skip
-    early = [f"{v['upstream_fired_during_startup']} of {len(v['upstream_rows'])} ({v['executor']})"
+    early = [f"{v['upstream_fired_during_startup']} time(s) over {len(v['upstream_rows'])} jobs ({v['executor']})"
              for v in d["variants"].values() if "upstream_rows" in v]  # fmt: skip
     if early:
-        out += ["", "Upstream's rule also fired before a job's first line (start-up silence; it has no start-up "
-                f"allowance): {', '.join(early)}."]  # fmt: skip
+        out += ["", "- Upstream's rule also fired before a job's first line, in its start-up silence (it has no "
+                f"start-up allowance): {', '.join(early)}."]  # fmt: skip
     for label, u in d.get("upstream_shipped", {}).items():
         low, high = u["last_line_to_fire_s"]
-        out.append(f"Upstream as shipped ({label}: poll {u['poll_s']:g} s, {u['polls']} polls AND "
+        out.append(f"- Upstream as shipped ({label}: poll {u['poll_s']:g} s, {u['polls']} polls AND "
                    f"{u['timeout_s']:g} s), computed: last line → fire {low:g}–{high:g} s.")  # fmt: skip
     return out
 
