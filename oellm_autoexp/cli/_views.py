@@ -130,6 +130,28 @@ def _decision_lines(d: DecisionInfo) -> list[str]:
     return lines
 
 
+def cause_lines(name: str, attempt: AttemptInfo, decisions: Sequence[DecisionInfo]) -> list[str]:
+    """The line the last decision about `attempt` rests on, quoted with where it is: the root
+    cause's line (the first of the evidence's lines), else what was observed (a hang). Empty
+    when no decision about it names either."""
+    from oellm_autoexp.core.watch.evidence import Evidence
+
+    for d in reversed(decisions):
+        if d.attempt_id != attempt.id:
+            continue
+        ev = Evidence.from_json(d.evidence)
+        cause = ev.error_type or ev.signal or ev.kind
+        if ev.lines:
+            at = f"line {ev.root_line_no} of " if ev.root_line_no else ""
+            return [
+                f"--- {name}: {d.action} on {at}{attempt.log_path or 'its log'} ({cause}):",
+                f"    {ev.lines[0]}",
+            ]
+        if ev.observed:
+            return [f"--- {name}: {d.action} ({cause}): {ev.observed}"]
+    return []
+
+
 def _delay_words(after_s: float) -> str:
     # Negative: the line was read after the clock the judgement used had started, i.e. by a
     # monitor that started later and found it in the log; there is no delay to report then.

@@ -20,7 +20,7 @@ LOG = "\n".join(
 
 @pytest.mark.parametrize(
     "argv",
-    [["--help"], ["status", "--help"], ["classify", "{log}"], ["classify", "{log}", "--json"],
+    [["--help"], ["--version"], ["status", "--help"], ["classify", "{log}"], ["classify", "{log}", "--json"],
      ["config", "schema"], ["sessions"], ["status"], ["status", "--json"], ["explain", "train"]],
 )  # fmt: skip
 def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path, argv: list[str]) -> None:
