@@ -125,7 +125,7 @@ def status_command(args: argparse.Namespace) -> int:
             if strategy_rows:
                 print("allocation strategies:")
                 print(render_table(strategy_rows, ATTEMPT_COLUMNS))
-            for line in elapsed_lines(store, session.id, store.attempt_spans(session.id)):
+            for line in elapsed_lines(store, session.id, now):
                 print(line)
             if excluded:
                 print("excluded nodes:")

@@ -10,12 +10,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 from oellm_autoexp.adapters.store.reader import StoreReader
 from oellm_autoexp.adapters.store.schema import AttemptRow, DecisionRow, JobRow, SignalRow
 from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.cli.status import reader_status_rows, status_rows
 from oellm_autoexp.core.jobs.attempt_pick import DROPPED_PREFIX, shown_attempt_of, shown_attempts_of
 from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.plan.segments import elapsed_s
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -34,7 +37,8 @@ def _attempt(db: Session, job_id: int, no: int, shape: str) -> int:
                      executor_job_id=slurm_id, nodes_json=[], intended_at=at,
                      submitted_at=at if slurm_id is not None else None,
                      state=state.get(shape, JobState.PENDING).value,
-                     ended_at=at if shape in ("ended", "cancelled") else None)  # fmt: skip
+                     started_at=at if shape in ("ended", "open") else None,
+                     ended_at=at + timedelta(seconds=17 * no) if shape in ("ended", "cancelled") else None)  # fmt: skip
     db.add(row)
     db.flush()
     db.add(SignalRow(attempt_id=row.id, pattern=f"p{no}", error_type="oom", subsystem="cuda", role="root",
@@ -132,6 +136,13 @@ def test_one_query_gives_what_the_rereads_gave_on_many_shapes(tmp_path: Path) ->
         shown = reader.shown_attempts(session_id)
         assert reader_status_rows(reader, session) == rows
     assert shown == pure == old
+    with SQLiteStore(tmp_path) as store, StoreReader(tmp_path) as reader:
+        now = T0 + timedelta(hours=2)  # open attempts run to now; unsubmitted ones never started
+        spans: dict[int, list[tuple[datetime | None, datetime | None]]] = {}
+        for a in store.attempts_for_session(session_id):
+            spans.setdefault(a.job_id, []).append((a.started_at, a.ended_at))
+        expected = {j: (len(s), pytest.approx(elapsed_s(s, now), abs=1e-3)) for j, s in spans.items()}
+        assert reader.elapsed_by_job(session_id, now) == expected
     assert sum(a != latest[j] for j, a in pure.items()) >= 10  # the shapes exercise the pick
 
 
