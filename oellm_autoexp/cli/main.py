@@ -82,14 +82,18 @@ def asks_version(argv: Sequence[str]) -> bool:
     return False
 
 
-def build_parser(command: str | None = None, *, all_names: bool = True) -> argparse.ArgumentParser:
-    """The parser; `command`'s module registers its sub-parser in full, the others are names only
-    (for the top-level help and "invalid choice"), and none at all unless `all_names`."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of `command`: its module registers its sub-parser, no other command's is built.
+    Without a known command (the top-level help, no command, a misspelt one), COMMAND is one
+    positional whose choices are the commands, listed below the options with their help lines."""
     import argparse
 
+    known = command in COMMANDS
     parser = argparse.ArgumentParser(
         prog="autoexp",
         description="Submit training runs to Slurm and keep them alive.",
+        epilog=None if known else command_list(),
+        formatter_class=argparse.HelpFormatter if known else argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
@@ -97,15 +101,23 @@ def build_parser(command: str | None = None, *, all_names: bool = True) -> argpa
         default=None,
         help="where sessions live (default: $AUTOEXP_STATE_DIR or ./.oellm_state)",
     )
+    if not known:
+        parser.add_argument("command", metavar="COMMAND", choices=list(COMMANDS),
+                            help="one of the commands below; `autoexp COMMAND -h` shows its options")  # fmt: skip
+        return parser
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    if command in COMMANDS:
-        module = importlib.import_module(f"oellm_autoexp.cli.{COMMANDS[command][0]}")
-        module.register(subparsers)
-    for name, (_, help_line) in COMMANDS.items() if all_names or command not in COMMANDS else ():
-        if name not in subparsers.choices:  # never parses: no -h of its own (a parser less to build)
-            subparsers.add_parser(name, help=help_line, add_help=False)
+    module = importlib.import_module(f"oellm_autoexp.cli.{COMMANDS[str(command)][0]}")
+    module.register(subparsers)
     return parser
+
+
+def command_list() -> str:
+    """`commands:` and one line per command with its help, as the top-level help ends."""
+    width = max(map(len, COMMANDS)) + 2
+    return "commands:\n" + "\n".join(
+        f"  {name:<{width}}{help_line}" for name, (_, help_line) in COMMANDS.items()
+    )
 
 
 def top_help_asked(argv: Sequence[str]) -> bool:
@@ -157,7 +169,7 @@ def _dispatch(argv: list[str]) -> int:
     if asks_version(argv):  # what argparse's version action prints, without building a parser
         print(f"autoexp {__version__}")
         return 0
-    parser = build_parser(command_in(argv), all_names=top_help_asked(argv))
+    parser = build_parser(None if top_help_asked(argv) else command_in(argv))
     args = parse_intermixed(parser, argv)
     try:
         return int(args.func(args) or 0)

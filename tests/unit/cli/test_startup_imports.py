@@ -109,7 +109,7 @@ def test_the_top_level_help_lists_every_command_whatever_follows(
         main(argv)
     assert stop.value.code == 0
     shown = capsys.readouterr().out
-    assert all(f"\n    {name} " in shown for name in COMMANDS), shown
+    assert all(f"\n  {name} " in shown for name in COMMANDS), shown
 
 
 @pytest.mark.parametrize(
