@@ -46,8 +46,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "simulate a fleet's published faults through the monitor: ETTR against upstream, none, oracle",
     ),
     "status": ("status", "jobs of a session: attempt, state, last signal, budget"),
-    "sessions": ("status", "list sessions"),
-    "explain": ("status", "every decision about a job, with its evidence"),
+    "sessions": ("sessions", "list sessions"),
+    "explain": ("explain", "every decision about a job, with its evidence"),
     "submit": ("submit", "submit every job of an experiment"),
 }
 _GLOBAL_WITH_VALUE = ("--state-dir",)  # global options that take a value (the command comes after)

@@ -1,6 +1,7 @@
-"""`autoexp status [SESSION] [--json]`, `autoexp sessions`, `autoexp explain JOB`.
+"""`autoexp status [SESSION] [--json]`: a session's jobs, one row each.
 
-They only read: the store through sqlite3 (adapters/store/reader.py), no ORM, no config models.
+It only reads: the store through sqlite3 (adapters/store/reader.py), no ORM, no config models
+(`sessions` and `explain` have modules of their own, so that each builds only its own parser).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from oellm_autoexp.adapters.store.vocab import SessionStatus
-from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_reader, resume_command
-from oellm_autoexp.cli._views import exclusion_lines, explain_lines, job_row, pick_signal, render_table
+from oellm_autoexp.cli._sessions import find_session, latest_session, open_reader, resume_command
+from oellm_autoexp.cli._views import exclusion_lines, job_row, pick_signal, render_table
 from oellm_autoexp.core.jobs.attempt_pick import shown_attempts_of
 from oellm_autoexp.core.jobs.job_status import jobs_by_status, session_word
 
@@ -46,13 +47,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     status.add_argument("session", nargs="?", help="session id or name (default: the latest)")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=status_command)
-    sessions = subparsers.add_parser("sessions", help="list sessions")
-    sessions.add_argument("--json", action="store_true")
-    sessions.set_defaults(func=sessions_command)
-    explain = subparsers.add_parser("explain", help="every decision about a job, with its evidence")
-    explain.add_argument("job", help="job name, key or id")
-    explain.add_argument("--session", help="session id or name (default: the latest)")
-    explain.set_defaults(func=explain_command)
 
 
 def status_rows(store: Store, session: SessionInfo) -> list[dict[str, object]]:
@@ -140,42 +134,3 @@ def monitor_line(session: SessionInfo, live: Liveness, resume: str) -> str:
     if session.status != SessionStatus.ACTIVE.value:
         return f"monitor: not running ({live.detail})"
     return f"monitor: NOT RUNNING ({live.detail}); its jobs are not watched. Resume with: {resume}"
-
-
-def monitor_word(session: SessionInfo, live: Liveness) -> str:
-    """One cell: `alive (...)`, or for an active session nobody watches, since when."""
-    if live.alive:
-        return f"alive ({live.detail})"
-    if session.status != SessionStatus.ACTIVE.value:
-        return "-"
-    return f"NOT RUNNING ({live.detail})"
-
-
-def sessions_command(args: argparse.Namespace) -> int:
-    from oellm_autoexp.daemon.session_lock import monitor_liveness
-
-    store, _ = open_reader(args)
-    now = datetime.now(UTC)
-    with store:
-        rows = [
-            {"id": s.id, "name": s.name, "status": session_word(s.status, [j.status for j in jobs]),
-             "created": f"{s.created_at:%Y-%m-%d %H:%M:%S}", "jobs": len(jobs), "monitor_pid": s.monitor_pid,
-             "monitor": monitor_word(s, monitor_liveness(s, now))}
-            for s in store.list_sessions()
-            for jobs in [store.jobs_for_session(s.id, with_plan=False)]
-        ]  # fmt: skip
-    print(
-        json.dumps(rows, indent=2)
-        if args.json
-        else render_table(rows, ("id", "name", "status", "created", "jobs", "monitor_pid", "monitor"))
-    )
-    return 0
-
-
-def explain_command(args: argparse.Namespace) -> int:
-    store, _ = open_reader(args)
-    with store:
-        session = find_session(store, args.session) if args.session else latest_session(store)
-        job = find_job(store, session, args.job)
-        print("\n".join(explain_lines(job, store.attempts_for_job(job.id), store.decisions_for_job(job.id))))
-    return 0
