@@ -119,3 +119,16 @@ def test_the_top_level_help_lists_every_command_whatever_follows(
 )  # fmt: skip
 def test_the_top_level_help_is_told_from_a_commands_help(argv: list[str], asked: bool) -> None:
     assert top_help_asked(argv) is asked
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["status"], ["status", "--json"], ["sessions"]])
+def test_the_commands_typed_in_loops_define_no_dataclass(tmp_path: Path, argv: list[str]) -> None:
+    """`status` and `sessions` read a thousand records: they are NamedTuples (adapters/store/records.py),
+    and on Python 3.11 the dataclasses module (with inspect, ast, dis, tokenize) and each frozen
+    dataclass cost more than everything else these commands import; socket is not needed either."""
+    _one_session(tmp_path / "state")
+    run = f"from oellm_autoexp.cli.main import main\nassert main(['--state-dir', 'state', *{argv!r}]) == 0"
+    imported = set(_loaded_after(run, tmp_path)["imported"])  # type: ignore[arg-type]
+    assert not imported & {"dataclasses", "inspect", "socket"}, sorted(
+        imported & {"dataclasses", "inspect", "socket"}
+    )
