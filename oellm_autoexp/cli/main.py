@@ -82,28 +82,29 @@ def asks_version(argv: Sequence[str]) -> bool:
     return False
 
 
+DESCRIPTION = "Submit training runs to Slurm and keep them alive."
+USAGE = "autoexp [-h] [--version] [--state-dir STATE_DIR] COMMAND ..."
+STATE_DIR_HELP = "where sessions live (default: $AUTOEXP_STATE_DIR or ./.oellm_state)"
+COMMAND_HELP = "one of the commands below; `autoexp COMMAND -h` shows its options"
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of `command`: its module registers its sub-parser, no other command's is built.
-    Without a known command (the top-level help, no command, a misspelt one), COMMAND is one
-    positional whose choices are the commands, listed below the options with their help lines."""
+    Without a known command (no command, a misspelt one), COMMAND is one positional whose choices
+    are the commands; its help is `top_level_help()`."""
     import argparse
 
+    class TopLevelParser(argparse.ArgumentParser):
+        def format_help(self) -> str:
+            return top_level_help()
+
     known = command in COMMANDS
-    parser = argparse.ArgumentParser(
-        prog="autoexp",
-        description="Submit training runs to Slurm and keep them alive.",
-        epilog=None if known else command_list(),
-        formatter_class=argparse.HelpFormatter if known else argparse.RawDescriptionHelpFormatter,
-    )
+    kind, usage = (argparse.ArgumentParser, None) if known else (TopLevelParser, USAGE)
+    parser = kind(prog="autoexp", usage=usage, description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument(
-        "--state-dir",
-        default=None,
-        help="where sessions live (default: $AUTOEXP_STATE_DIR or ./.oellm_state)",
-    )
+    parser.add_argument("--state-dir", default=None, help=STATE_DIR_HELP)
     if not known:
-        parser.add_argument("command", metavar="COMMAND", choices=list(COMMANDS),
-                            help="one of the commands below; `autoexp COMMAND -h` shows its options")  # fmt: skip
+        parser.add_argument("command", metavar="COMMAND", choices=list(COMMANDS), help=COMMAND_HELP)
         return parser
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
@@ -112,12 +113,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def command_list() -> str:
-    """`commands:` and one line per command with its help, as the top-level help ends."""
+def top_level_help() -> str:
+    """`autoexp --help`, written without argparse (it is typed to learn the commands, and must
+    answer as fast as `--version`): usage, options and every command with its help line."""
+    options = [("-h, --help", "show this help message and exit"),
+               ("--version", "show program's version number and exit"),
+               ("--state-dir STATE_DIR", STATE_DIR_HELP)]  # fmt: skip
+    width = max(len(name) for name, _ in options) + 2
+    lines = [f"usage: {USAGE}", "", DESCRIPTION, "",
+             "options:", *(f"  {name:<{width}}{text}" for name, text in options), "",
+             f"commands ({COMMAND_HELP.split('; ')[1]}):"]  # fmt: skip
     width = max(map(len, COMMANDS)) + 2
-    return "commands:\n" + "\n".join(
-        f"  {name:<{width}}{help_line}" for name, (_, help_line) in COMMANDS.items()
-    )
+    lines += [f"  {name:<{width}}{help_line}" for name, (_, help_line) in COMMANDS.items()]
+    return "\n".join(lines) + "\n"
 
 
 def top_help_asked(argv: Sequence[str]) -> bool:
@@ -169,7 +177,10 @@ def _dispatch(argv: list[str]) -> int:
     if asks_version(argv):  # what argparse's version action prints, without building a parser
         print(f"autoexp {__version__}")
         return 0
-    parser = build_parser(None if top_help_asked(argv) else command_in(argv))
+    if top_help_asked(argv):
+        print(top_level_help(), end="")
+        return 0
+    parser = build_parser(command_in(argv))
     args = parse_intermixed(parser, argv)
     try:
         return int(args.func(args) or 0)

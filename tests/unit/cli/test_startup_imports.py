@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.cli.main import COMMANDS, command_in, main, top_help_asked
+from oellm_autoexp.cli.main import (
+    COMMANDS,
+    USAGE,
+    build_parser,
+    command_in,
+    main,
+    top_help_asked,
+    top_level_help,
+)
 
 HEAVY = ("sqlalchemy", "pydantic", "torch", "numpy", "yaml", "jinja2", "watchdog", "apscheduler")
 ROOT = Path(__file__).resolve().parents[3]
@@ -104,12 +112,21 @@ def test_the_top_level_help_lists_every_command_whatever_follows(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A command's own parser is built alone (the others' are not needed to run it), but a help
-    asked before the command word still lists them all."""
-    with pytest.raises(SystemExit) as stop:
-        main(argv)
-    assert stop.value.code == 0
+    asked before the command word lists them all (written without argparse: top_level_help)."""
+    assert main(argv) == 0
     shown = capsys.readouterr().out
     assert all(f"\n  {name} " in shown for name in COMMANDS), shown
+
+
+def test_the_top_level_help_names_what_the_parser_takes() -> None:
+    """`autoexp --help` is written without argparse: it names every option the top-level parser takes,
+    and misspelt or missing commands are refused by a parser that prints the same help."""
+    parser = build_parser(None)
+    helped = top_level_help()
+    options = [o for action in parser._actions for o in action.option_strings]
+    assert options and all(o in helped for o in options), options
+    assert parser.format_help() == helped
+    assert parser.format_usage() == f"usage: {USAGE}\n" and helped.startswith(f"usage: {USAGE}\n")
 
 
 @pytest.mark.parametrize(
