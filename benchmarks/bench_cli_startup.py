@@ -9,9 +9,13 @@ BASELINE: `python -c pass`, the same interpreter with nothing imported: the floo
 CLI starts from. Figures are printed as the median wall time of ROUNDS rounds (every command
 once per round, in turn, so a busy moment hits all alike) and as the time beyond the floor.
 
-Goal (issue 28): `--version` and `--help` <= 0.1 s; `status`, `sessions` and `explain` <= 0.2 s.
-The issue measured bare Python at 0.02 s; where this machine's floor is higher, the goal is
-also judged on the time beyond it (0.08 s and 0.18 s).
+The package's bytecode is compiled first (`python -m compileall`), as `pip install` does: where
+PYTHONDONTWRITEBYTECODE is set (this VM's shell sets it) a checkout is otherwise compiled from
+source at every start, which no installed copy does. The warm-up round fills the page cache.
+
+Goal (issue 28): `--version` and `--help` <= 0.1 s; `status`, `sessions` and `explain` <= 0.2 s,
+as absolute medians on this machine. The time beyond the floor is printed beside them (the
+issue's machine had a floor of 0.02 s).
 """
 
 from __future__ import annotations
@@ -99,7 +103,8 @@ def main() -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO), "AUTOEXP_STATE_DIR": str(work / "state")}
         argvs = {FLOOR: [sys.executable, "-c", "pass"]}
         argvs.update({label: [sys.executable, "-c", ENTRY, *argv] for label, argv, _ in COMMANDS})
-        for argv in argvs.values():  # warm-up: the page cache and .pyc files, not counted
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "oellm_autoexp")], check=True)
+        for argv in argvs.values():  # warm-up: the page cache, not counted
             timed(argv, work, env)
         times: dict[str, list[float]] = {label: [] for label in argvs}
         cpu: dict[str, list[float]] = {label: [] for label in argvs}
@@ -126,20 +131,18 @@ def main() -> None:
                        "beyond_floor": round(beyond, 4), "cpu_median": round(cpu_median, 4)}  # fmt: skip
         if budget is not None:
             rows[label]["budget"] = budget
-            met = met and beyond <= budget - 0.02
+            met = met and median <= budget
         shown = "(baseline)" if budget is None else f"{beyond:15.3f}"
         out(f"{label:<24} {min(values):7.3f} {median:9.3f} {max(values):7.3f} {shown:>15} "
             f"{'' if budget is None else budget:>9} {cpu_median:13.3f}")  # fmt: skip
-    absolute = all(rows[lab]["median"] <= b for lab, _, b in COMMANDS)
     out()
-    out(f"every budget held as an absolute median: {absolute}; beyond this machine's floor "
-        f"({floor:.3f} s; the issue's machine: 0.02 s): {met}")  # fmt: skip
-    out(verdict("--version/--help <= 0.1 s, status/sessions/explain <= 0.2 s (beyond the floor)", met))
+    out(f"this machine's floor (`python -c pass`): {floor:.3f} s median; the issue's machine: 0.02 s")
+    out(verdict("--version/--help <= 0.1 s, status/sessions/explain <= 0.2 s (absolute medians)", met))
     save_result("cli_startup", args, {"attempts": attempts, "rounds": rounds, "load_before": load, "load_after": load_after,
                                       "floor_s": round(floor, 4), "rows": rows, "goal_met": met,
-                                      "absolute_met": absolute,
+                                      "bytecode": "compiled (as pip install does)",
                                       "goal": "<= 0.1 s (--version, --help), <= 0.2 s (status, sessions, "
-                                              "explain), beyond `python -c pass`"}, out.text)  # fmt: skip
+                                              "explain), absolute medians"}, out.text)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -77,13 +77,25 @@ def fatal_to_resubmit(d: dict[str, Any]) -> list[str]:
 
 
 def hang_detection(d: dict[str, Any]) -> list[str]:
-    out = ["| | p50 | p90 | p99 | n |", "|---|---|---|---|---|"]
+    out = ["| last line → hang decided | p50 | p90 | p99 | n |", "|---|---|---|---|---|"]
     for v in d["variants"].values():
-        label = f"ours, {v['executor']}, poll {v['poll_s']:g} s, T = {v['timeout_s']:g} s: beyond T"
-        out.append(f"| {label} | {_pcts(v['ours_beyond_timeout'])} |")
+        setting = f"{v['executor']}, poll {v['poll_s']:g} s, T = {v['timeout_s']:g} s"
+        out.append(f"| ours, {setting}: beyond T | {_pcts(v['ours_beyond_timeout'])} |")
+        if "upstream_beyond_timeout" in v:
+            out.append(f"| upstream's inactivity rule (5 polls AND T), {setting}: beyond T | "
+                       f"{_pcts(v['upstream_beyond_timeout'])} |")  # fmt: skip
     for v in d["variants"].values():
-        out.append(f"| baseline: until the preset's `--time` ({v['executor']} trials) | "
+        out.append(f"| no hang detection: until the preset's `--time` ({v['executor']} trials) | "
                    f"{_pcts(v['baseline_walltime_local_preset'])} |")  # fmt: skip
+    early = [f"{v['upstream_fired_during_startup']} time(s) over {len(v['upstream_rows'])} jobs ({v['executor']})"
+             for v in d["variants"].values() if "upstream_rows" in v]  # fmt: skip
+    if early:
+        out += ["", "- Upstream's rule also fired before a job's first line, in its start-up silence (it has no "
+                f"start-up allowance): {', '.join(early)}."]  # fmt: skip
+    for label, u in d.get("upstream_shipped", {}).items():
+        low, high = u["last_line_to_fire_s"]
+        out.append(f"- Upstream as shipped ({label}: poll {u['poll_s']:g} s, {u['polls']} polls AND "
+                   f"{u['timeout_s']:g} s), computed: last line → fire {low:g}–{high:g} s.")  # fmt: skip
     return out
 
 

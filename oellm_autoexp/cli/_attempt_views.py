@@ -7,11 +7,10 @@ warning when it is not the one asked for), and per job the time run over all att
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING
 
-from oellm_autoexp.plan.segments import elapsed_s, format_wait
+from oellm_autoexp.plan.segments import format_wait
 
 if TYPE_CHECKING:
     from oellm_autoexp.adapters.store.reader import StoreReader
@@ -48,19 +47,12 @@ def attempt_strategy_rows(store: StoreReader, session_id: int) -> list[dict[str,
     return rows
 
 
-def elapsed_lines(
-    store: StoreReader,
-    session_id: int,
-    spans: Mapping[int, Sequence[tuple[datetime | None, datetime | None]]],
-) -> list[str]:
-    """Per job with more than one attempt: the time run over all of them (segments add up).
-
-    `spans`: job id -> (started, ended) of each attempt (StoreReader.attempt_spans)."""
-    now = datetime.now(UTC)
+def elapsed_lines(store: StoreReader, session_id: int, now: datetime) -> list[str]:
+    """Per job with more than one attempt: the time run over all of them (segments add up)."""
+    elapsed = store.elapsed_by_job(session_id, now)
     lines = []
     for job_id, name in store.job_names(session_id).items():
-        attempts = spans.get(job_id, [])
-        if len(attempts) > 1:
-            total = elapsed_s(attempts, now)
-            lines.append(f"{name}: {format_wait(total)} elapsed over {len(attempts)} attempts")
+        attempts, total = elapsed.get(job_id, (0, 0.0))
+        if attempts > 1:
+            lines.append(f"{name}: {format_wait(total)} elapsed over {attempts} attempts")
     return lines

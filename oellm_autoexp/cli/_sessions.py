@@ -7,7 +7,6 @@ read-only commands never import the ORM (tests/unit/cli/test_startup_imports.py)
 from __future__ import annotations
 
 import argparse
-import shlex
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,6 +83,8 @@ def find_job(store: Store, session: SessionInfo, ref: str) -> JobInfo:
 
 def resume_command(state: Path, session_ids: Sequence[int]) -> str:
     """The exact `autoexp monitor-session` command that resumes monitoring these sessions."""
+    import shlex  # here: `status` prints this, mostly for the default state dir
+
     where = "" if state == Path(DEFAULT_STATE_DIR) else f" --state-dir {shlex.quote(str(state))}"
     which = f"--session-id {session_ids[0]}" if len(session_ids) == 1 else "--all"
     return f"autoexp{where} monitor-session {which}"

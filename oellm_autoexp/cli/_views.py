@@ -44,13 +44,14 @@ def job_row(
 
 
 def _judged_cause(latest: AttemptInfo | None, decisions: Sequence[DecisionInfo]) -> str | None:
-    from oellm_autoexp.core.watch.evidence import Evidence
-
+    # The two keys read straight from the stored evidence (Evidence.from_json gives the same: a
+    # missing key or a record that is no object reads None): `status` starts without Evidence's
+    # dataclass (cli/main.py).
     for d in reversed(decisions):
         if latest is not None and d.attempt_id == latest.id:
-            ev = Evidence.from_json(d.evidence)
-            if ev.error_type or ev.signal:
-                return ev.error_type or ev.signal
+            ev = d.evidence if isinstance(d.evidence, Mapping) else {}
+            if cause := ev.get("error_type") or ev.get("signal"):
+                return str(cause)
     return None
 
 
@@ -155,6 +156,28 @@ def _decision_lines(d: DecisionInfo) -> list[str]:
                      + " ".join(ev.overrides))  # fmt: skip
     lines += [f"      | {line}" for line in ev.lines]
     return lines
+
+
+def cause_lines(name: str, attempt: AttemptInfo, decisions: Sequence[DecisionInfo]) -> list[str]:
+    """The line the last decision about `attempt` rests on, quoted with where it is: the root
+    cause's line (the first of the evidence's lines), else what was observed (a hang). Empty
+    when no decision about it names either."""
+    from oellm_autoexp.core.watch.evidence import Evidence
+
+    for d in reversed(decisions):
+        if d.attempt_id != attempt.id:
+            continue
+        ev = Evidence.from_json(d.evidence)
+        cause = ev.error_type or ev.signal or ev.kind
+        if ev.lines:
+            at = f"line {ev.root_line_no} of " if ev.root_line_no else ""
+            return [
+                f"--- {name}: {d.action} on {at}{attempt.log_path or 'its log'} ({cause}):",
+                f"    {ev.lines[0]}",
+            ]
+        if ev.observed:
+            return [f"--- {name}: {d.action} ({cause}): {ev.observed}"]
+    return []
 
 
 def _delay_words(after_s: float) -> str:

@@ -13,14 +13,17 @@ it against what the modules register, so a new command is one module plus one li
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from oellm_autoexp import __version__
 from oellm_autoexp.errors import UserError
+
+if TYPE_CHECKING:  # argparse is imported when a parser is built: `--version` answers without it
+    import argparse
 
 # command -> (module under oellm_autoexp.cli, the help line `autoexp --help` shows)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -43,8 +46,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "simulate a fleet's published faults through the monitor: ETTR against upstream, none, oracle",
     ),
     "status": ("status", "jobs of a session: attempt, state, last signal, budget"),
-    "sessions": ("status", "list sessions"),
-    "explain": ("status", "every decision about a job, with its evidence"),
+    "sessions": ("sessions", "list sessions"),
+    "explain": ("explain", "every decision about a job, with its evidence"),
     "submit": ("submit", "submit every job of an experiment"),
 }
 _GLOBAL_WITH_VALUE = ("--state-dir",)  # global options that take a value (the command comes after)
@@ -64,27 +67,80 @@ def command_in(argv: Sequence[str]) -> str | None:
     return None
 
 
+def asks_version(argv: Sequence[str]) -> bool:
+    """`--version` before any command word, and before `-h`/`--help` (argparse acts on the first)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _GLOBAL_WITH_VALUE:
+            skip = True
+        elif word in ("-h", "--help") or not word.startswith("-"):
+            return False
+        elif word == "--version":
+            return True
+    return False
+
+
+DESCRIPTION = "Submit training runs to Slurm and keep them alive."
+USAGE = "autoexp [-h] [--version] [--state-dir STATE_DIR] COMMAND ..."
+STATE_DIR_HELP = "where sessions live (default: $AUTOEXP_STATE_DIR or ./.oellm_state)"
+COMMAND_HELP = "one of the commands below; `autoexp COMMAND -h` shows its options"
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; `command`'s module registers its sub-parser in full, the others are names only."""
-    parser = argparse.ArgumentParser(
-        prog="autoexp",
-        description="Submit training runs to Slurm and keep them alive.",
-    )
+    """The parser of `command`: its module registers its sub-parser, no other command's is built.
+    Without a known command (no command, a misspelt one), COMMAND is one positional whose choices
+    are the commands; its help is `top_level_help()`."""
+    import argparse
+
+    class TopLevelParser(argparse.ArgumentParser):
+        def format_help(self) -> str:
+            return top_level_help()
+
+    known = command in COMMANDS
+    kind, usage = (argparse.ArgumentParser, None) if known else (TopLevelParser, USAGE)
+    parser = kind(prog="autoexp", usage=usage, description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument(
-        "--state-dir",
-        default=None,
-        help="where sessions live (default: $AUTOEXP_STATE_DIR or ./.oellm_state)",
-    )
+    parser.add_argument("--state-dir", default=None, help=STATE_DIR_HELP)
+    if not known:
+        parser.add_argument("command", metavar="COMMAND", choices=list(COMMANDS), help=COMMAND_HELP)
+        return parser
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    if command in COMMANDS:
-        module = importlib.import_module(f"oellm_autoexp.cli.{COMMANDS[command][0]}")
-        module.register(subparsers)
-    for name, (_, help_line) in COMMANDS.items():
-        if name not in subparsers.choices:
-            subparsers.add_parser(name, help=help_line)
+    module = importlib.import_module(f"oellm_autoexp.cli.{COMMANDS[str(command)][0]}")
+    module.register(subparsers)
     return parser
+
+
+def top_level_help() -> str:
+    """`autoexp --help`, written without argparse (it is typed to learn the commands, and must
+    answer as fast as `--version`): usage, options and every command with its help line."""
+    options = [("-h, --help", "show this help message and exit"),
+               ("--version", "show program's version number and exit"),
+               ("--state-dir STATE_DIR", STATE_DIR_HELP)]  # fmt: skip
+    width = max(len(name) for name, _ in options) + 2
+    lines = [f"usage: {USAGE}", "", DESCRIPTION, "",
+             "options:", *(f"  {name:<{width}}{text}" for name, text in options), "",
+             f"commands ({COMMAND_HELP.split('; ')[1]}):"]  # fmt: skip
+    width = max(map(len, COMMANDS)) + 2
+    lines += [f"  {name:<{width}}{help_line}" for name, (_, help_line) in COMMANDS.items()]
+    return "\n".join(lines) + "\n"
+
+
+def top_help_asked(argv: Sequence[str]) -> bool:
+    """`-h`/`--help` before any command word: the top-level help, which lists every command."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _GLOBAL_WITH_VALUE:
+            skip = True
+        elif word in ("-h", "--help"):
+            return True
+        elif not word.startswith("-"):
+            return False
+    return False
 
 
 def parse_intermixed(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
@@ -118,6 +174,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(argv: list[str]) -> int:
+    if asks_version(argv):  # what argparse's version action prints, without building a parser
+        print(f"autoexp {__version__}")
+        return 0
+    if top_help_asked(argv):
+        print(top_level_help(), end="")
+        return 0
     parser = build_parser(command_in(argv))
     args = parse_intermixed(parser, argv)
     try:

@@ -20,7 +20,7 @@ from oellm_autoexp.adapters.fs.state_dir import state_dir
 from oellm_autoexp.adapters.store.sqlite_store import JobStatus, SessionStatus, SQLiteStore
 from oellm_autoexp.cli._live import LiveView
 from oellm_autoexp.cli._metrics import add_metrics_args, metrics_observer
-from oellm_autoexp.cli._views import render_table
+from oellm_autoexp.cli._views import cause_lines, render_table
 from oellm_autoexp.cli.monitor_session import add_supervisor_arg, monitor_in_foreground
 from oellm_autoexp.cli.status import STATUS_COLUMNS, status_rows
 from oellm_autoexp.cli.submit import add_submit_args, submit_session
@@ -28,6 +28,9 @@ from oellm_autoexp.daemon.successor import shown_attempt
 from oellm_autoexp.daemon.supervisor import ensure_monitor_job, session_settings
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from oellm_autoexp.adapters.store.records import AttemptInfo, DecisionInfo, JobInfo
     from oellm_autoexp.daemon.metrics import MonitorMetrics  # optional dependency
 
 TAIL_LINES = 5  # of each job's log, shown when the run ends
@@ -84,13 +87,8 @@ def _submit_and_monitor(args: argparse.Namespace, metrics: MonitorMetrics | None
         print(render_table(status_rows(store, store.get_session(session.id) or session), STATUS_COLUMNS))
         for job in store.jobs_for_session(session.id):
             latest = shown_attempt(store, job.id)
-            if latest and latest.log_path and latest.attempt_no > 1:
-                # How the restarted attempt began: where it resumed from.
-                print(f"--- {job.name} attempt {latest.attempt_no}: first lines of {latest.log_path}")
-                print("\n".join(head_lines(Path(latest.log_path), HEAD_LINES)))
-            if latest and latest.log_path:
-                print(f"--- {job.name}: last lines of {latest.log_path}")
-                print("\n".join(tail_lines(Path(latest.log_path), TAIL_LINES)))
+            if latest is not None:
+                print("\n".join(end_lines(job, latest, store.decisions_for_job(job.id))))
         print(look_closer(session.id, [job.name for job in store.jobs_for_session(session.id)]))
     return max(code, 1) if failed else code
 
@@ -102,6 +100,26 @@ def wait_for_session(store: SQLiteStore, session_id: int) -> int:
         time.sleep(WAIT_POLL_S)
     jobs = store.jobs_for_session(session_id, with_plan=False)
     return 0 if jobs and all(j.status == JobStatus.COMPLETED.value for j in jobs) else 1
+
+
+def end_lines(job: JobInfo, latest: AttemptInfo, decisions: Sequence[DecisionInfo]) -> list[str]:
+    """What the end of the run shows of one job's last attempt: how a restarted one began (where it
+    resumed from); then, for a job that did not complete, the line its last decision rests on
+    (the log's tail is then the launcher's teardown traceback, not why it stopped), else the tail."""
+    if not latest.log_path:
+        return []
+    lines = []
+    if latest.attempt_no > 1:
+        lines.append(f"--- {job.name} attempt {latest.attempt_no}: first lines of {latest.log_path}")
+        lines += head_lines(Path(latest.log_path), HEAD_LINES)
+    stopped_on = [] if job.status == JobStatus.COMPLETED.value else cause_lines(job.name, latest, decisions)
+    if stopped_on:
+        return lines + stopped_on
+    return [
+        *lines,
+        f"--- {job.name}: last lines of {latest.log_path}",
+        *tail_lines(Path(latest.log_path), TAIL_LINES),
+    ]
 
 
 def look_closer(session_id: int, job_names: list[str]) -> str:

@@ -1,6 +1,7 @@
-"""`autoexp status [SESSION] [--json]`, `autoexp sessions`, `autoexp explain JOB`.
+"""`autoexp status [SESSION] [--json]`: a session's jobs, one row each.
 
-They only read: the store through sqlite3 (adapters/store/reader.py), no ORM, no config models.
+It only reads: the store through sqlite3 (adapters/store/reader.py), no ORM, no config models
+(`sessions` and `explain` have modules of their own, so that each builds only its own parser).
 """
 
 from __future__ import annotations
@@ -9,17 +10,23 @@ import argparse
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from oellm_autoexp.adapters.store.vocab import SessionStatus
-from oellm_autoexp.cli._sessions import find_job, find_session, latest_session, open_reader, resume_command
-from oellm_autoexp.cli._views import exclusion_lines, explain_lines, job_row, pick_signal, render_table
-from oellm_autoexp.core.jobs.attempt_pick import shown_attempt_of
+from oellm_autoexp.cli._sessions import find_session, latest_session, open_reader, resume_command
+from oellm_autoexp.cli._views import exclusion_lines, job_row, pick_signal, render_table
+from oellm_autoexp.core.jobs.attempt_pick import shown_attempts_of
 from oellm_autoexp.core.jobs.job_status import jobs_by_status, session_word
 
 if TYPE_CHECKING:
-    from oellm_autoexp.adapters.store.records import AttemptInfo, DecisionInfo, SessionInfo
+    from oellm_autoexp.adapters.store.reader import StoreReader
+    from oellm_autoexp.adapters.store.records import (
+        AttemptInfo,
+        DecisionInfo,
+        JobInfo,
+        SessionInfo,
+        SignalInfo,
+    )
     from oellm_autoexp.cli._sessions import Store
     from oellm_autoexp.daemon.session_lock import Liveness
 
@@ -40,46 +47,44 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     status.add_argument("session", nargs="?", help="session id or name (default: the latest)")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=status_command)
-    sessions = subparsers.add_parser("sessions", help="list sessions")
-    sessions.add_argument("--json", action="store_true")
-    sessions.set_defaults(func=sessions_command)
-    explain = subparsers.add_parser("explain", help="every decision about a job, with its evidence")
-    explain.add_argument("job", help="job name, key or id")
-    explain.add_argument("--session", help="session id or name (default: the latest)")
-    explain.set_defaults(func=explain_command)
 
 
-def status_rows(
-    store: Store,
-    session: SessionInfo,
-    latest: Mapping[int, AttemptInfo] | None = None,
-    decisions: Sequence[DecisionInfo] | None = None,
+def status_rows(store: Store, session: SessionInfo) -> list[dict[str, object]]:
+    """One row per job, from every attempt and decision of the session read at once (`autoexp run`'s
+    live view; `status` reads less, through the reader: `reader_status_rows`)."""
+    decisions = store.decisions_for_session(session.id)
+    shown = shown_attempts_of(store.attempts_for_session(session.id), decisions)
+    signals = {a.id: store.signals_for_attempt(a.id) for a in shown.values()}
+    return rows_of(store.jobs_for_session(session.id, with_plan=False), shown, decisions, signals)
+
+
+def reader_status_rows(store: StoreReader, session: SessionInfo) -> list[dict[str, object]]:
+    """`status_rows` in four queries for the whole session, whatever its size: each job's shown
+    attempt, the decisions its row reads, those attempts' signals, the jobs."""
+    shown = store.shown_attempts(session.id)
+    ids = [a.id for a in shown.values()]
+    decisions = store.status_decisions(session.id, ids)
+    signals = store.signals_for_attempts(ids)
+    return rows_of(store.jobs_for_session(session.id, with_plan=False), shown, decisions, signals)
+
+
+def rows_of(
+    jobs: Sequence[JobInfo],
+    shown: Mapping[int, AttemptInfo],
+    decisions: Sequence[DecisionInfo],
+    signals: Mapping[int, Sequence[SignalInfo]],
 ) -> list[dict[str, object]]:
-    """One row per job, from a few queries for the whole session (not three per job).
-
-    `latest` (job id -> its latest attempt) and `decisions` (at least those `job_row` reads: see
-    StoreReader.status_decisions) when already read; otherwise every attempt and decision."""
-    if latest is None:
-        latest = {}
-        for attempt in store.attempts_for_session(session.id):  # in job, then attempt order
-            latest[attempt.job_id] = attempt
+    """The rows: per job, the attempt shown (job id ->), its signals (attempt id ->) and the job's
+    decisions (at least those `job_row` reads: its last, its last with a budget, those about the
+    attempt shown)."""
     by_job: dict[int, list[DecisionInfo]] = {}
-    for decision in store.decisions_for_session(session.id) if decisions is None else decisions:
+    for decision in decisions:
         by_job.setdefault(decision.job_id, []).append(decision)
     rows = []
-    for job in store.jobs_for_session(session.id, with_plan=False):
-        last = latest.get(job.id)
-        if (
-            last is not None
-            and last.attempt_no > 1
-            and (last.ended_at is None or last.state.value == "CANCELLED")
-        ):
-            # Maybe a successor queued behind the attempt that runs, or one cancelled when the job
-            # ended (restart.queued_successor): the row shows the attempt watched, or the last that
-            # was not a dropped successor (one more read, for these rows only).
-            last = shown_attempt_of(store.attempts_for_job(job.id), store.decisions_for_job(job.id))
-        signals = store.signals_for_attempt(last.id) if last else []
-        rows.append(job_row(job, last, pick_signal(signals), by_job.get(job.id, [])))
+    for job in jobs:
+        last = shown.get(job.id)
+        signal = pick_signal(signals.get(last.id, ())) if last else None
+        rows.append(job_row(job, last, signal, by_job.get(job.id, [])))
     return rows
 
 
@@ -91,9 +96,7 @@ def status_command(args: argparse.Namespace) -> int:
     store, state = open_reader(args)
     with store:
         session = find_session(store, args.session) if args.session else latest_session(store)
-        latest = store.latest_attempts(session.id)
-        decisions = store.status_decisions(session.id, [a.id for a in latest.values()])
-        rows = status_rows(store, session, latest, decisions)
+        rows = reader_status_rows(store, session)
         word = session_word(session.status, (str(r["status"]) for r in rows))
         live = monitor_liveness(session, datetime.now(UTC))
         resume = resume_command(state, [session.id])
@@ -116,7 +119,7 @@ def status_command(args: argparse.Namespace) -> int:
             if strategy_rows:
                 print("allocation strategies:")
                 print(render_table(strategy_rows, ATTEMPT_COLUMNS))
-            for line in elapsed_lines(store, session.id, store.attempt_spans(session.id)):
+            for line in elapsed_lines(store, session.id, now):
                 print(line)
             if excluded:
                 print("excluded nodes:")
@@ -131,79 +134,3 @@ def monitor_line(session: SessionInfo, live: Liveness, resume: str) -> str:
     if session.status != SessionStatus.ACTIVE.value:
         return f"monitor: not running ({live.detail})"
     return f"monitor: NOT RUNNING ({live.detail}); its jobs are not watched. Resume with: {resume}"
-
-
-def monitor_word(session: SessionInfo, live: Liveness) -> str:
-    """One cell: `alive (...)`, or for an active session nobody watches, since when."""
-    if live.alive:
-        return f"alive ({live.detail})"
-    if session.status != SessionStatus.ACTIVE.value:
-        return "-"
-    return f"NOT RUNNING ({live.detail})"
-
-
-def sessions_command(args: argparse.Namespace) -> int:
-    from oellm_autoexp.daemon.session_lock import monitor_liveness
-
-    store, _ = open_reader(args)
-    now = datetime.now(UTC)
-    with store:
-        rows = [
-            {"id": s.id, "name": s.name, "status": session_word(s.status, [j.status for j in jobs]),
-             "created": f"{s.created_at:%Y-%m-%d %H:%M:%S}", "jobs": len(jobs), "monitor_pid": s.monitor_pid,
-             "monitor": monitor_word(s, monitor_liveness(s, now))}
-            for s in store.list_sessions()
-            for jobs in [store.jobs_for_session(s.id, with_plan=False)]
-        ]  # fmt: skip
-    print(
-        json.dumps(rows, indent=2)
-        if args.json
-        else render_table(rows, ("id", "name", "status", "created", "jobs", "monitor_pid", "monitor"))
-    )
-    return 0
-
-
-def explain_command(args: argparse.Namespace) -> int:
-    store, _ = open_reader(args)
-    with store:
-        session = find_session(store, args.session) if args.session else latest_session(store)
-        job = find_job(store, session, args.job)
-        attempts = store.attempts_for_job(job.id)
-        decisions = store.decisions_for_job(job.id)
-        unknown = unexplained_failures(attempts, decisions)
-        print("\n".join(explain_lines(job, attempts, decisions, unknown)))
-    return 0
-
-
-def unexplained_failures(
-    attempts: Sequence[AttemptInfo], decisions: Sequence[DecisionInfo]
-) -> dict[int, list[tuple[int | None, list[str]]] | None]:
-    """The FAILED attempts with no recognised failure line, with the last lines of each rank's output.
-
-    An attempt a decision names a cause for was explained by the monitor; the others' logs are
-    classified as `autoexp classify --unknown` does (the patterns are loaded only then, so an
-    explained job's `explain` stays light). None: the log cannot be read.
-    """
-    from oellm_autoexp.core.jobs.job_state import JobState
-    from oellm_autoexp.core.watch.evidence import Evidence
-
-    explained = {d.attempt_id for d in decisions if Evidence.from_json(d.evidence).error_type}
-    failed = [a for a in attempts if a.state is JobState.FAILED and a.id not in explained]
-    out: dict[int, list[tuple[int | None, list[str]]] | None] = {}
-    readable = []
-    for attempt in failed:
-        path = Path(attempt.log_path) if attempt.log_path else None
-        if path is None or not path.is_file():
-            out[attempt.id] = None
-        else:
-            readable.append((attempt.id, path))
-    if readable:
-        from oellm_autoexp.adapters.logs.pattern_files import DEFAULT_PATTERNS, load_patterns
-        from oellm_autoexp.cli.classify import classify_file, tail_lines
-        from oellm_autoexp.core.classify.unknown import rank_tails
-
-        patterns = load_patterns([DEFAULT_PATTERNS])
-        for attempt_id, path in readable:
-            if classify_file(path, patterns)["error_type"] is None:
-                out[attempt_id] = [(rank, list(lines)) for rank, lines in rank_tails(tail_lines(path))]
-    return out

@@ -9,7 +9,6 @@ instead of deciding beside the new holder (which could submit jobs twice).
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -24,11 +23,17 @@ STALE_AFTER_S = 120.0  # MonitorSettings.lock_stale_after_s's default
 MONITOR_JOB_ENV = "AUTOEXP_MONITOR_JOB"  # set by a monitor running as a Slurm job: its job id
 
 
+def this_host() -> str:
+    """This host's name: what socket.gethostname() returns (both read the kernel's nodename);
+    socket is not imported for it, as `autoexp status` asks this at every start."""
+    return os.uname().nodename
+
+
 def monitor_liveness(session: SessionInfo, now: datetime, stale_after_s: float = STALE_AFTER_S) -> Liveness:
     """Alive: a holder whose heartbeat is younger than a few of its beats and, on this host, whose pid runs."""
     lock = LockRow(session.monitor_pid, session.monitor_host, session.monitor_heartbeat,
                    session.monitor_interval_s, session.monitor_job, session.monitor_left_at)  # fmt: skip
-    here = session.monitor_pid is not None and session.monitor_host == socket.gethostname()
+    here = session.monitor_pid is not None and session.monitor_host == this_host()
     pid_alive = pid_runs(session.monitor_pid) if here and session.monitor_pid is not None else None
     return liveness(lock, now, stale_after_s=stale_after_s, pid_alive=pid_alive)
 
@@ -53,7 +58,7 @@ def refuse_if_monitored_elsewhere(
     SQLite's locks are unreliable there, so a second host writing beside that monitor
     could corrupt the database. Reading is safe; writing must happen on the monitor's host.
     """
-    here = host or socket.gethostname()
+    here = host or this_host()
     for session in store.list_sessions():
         if session.monitor_host in (None, here):
             continue
@@ -71,7 +76,7 @@ class SessionLocks:
     def __init__(self, store: SQLiteStore, session_ids: Sequence[int]) -> None:
         self.store = store
         self.session_ids = list(session_ids)
-        self.pid, self.host = os.getpid(), socket.gethostname()
+        self.pid, self.host = os.getpid(), this_host()
 
     def acquire(self, now: datetime, stale_after_s: float, *, interval_s: float | None = None) -> None:
         """Take every session's lock, or none: MonitorLockHeld names the holder.

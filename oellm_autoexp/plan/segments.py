@@ -11,15 +11,14 @@ buffer plus MIN_RUN_S is refused (never a zero or negative time before the warni
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 MIN_SAVE_BUFFER_S = 60  # twice Slurm's 30 s limit-check period
 MIN_RUN_S = 30  # a segment runs at least this long before its warning
 
 
-@dataclass(frozen=True)
-class SegmentSignal:
+class SegmentSignal(NamedTuple):  # not a dataclass: `autoexp status` imports this module
     """How many seconds before a segment's end the warning is sent, and a warning for the user."""
 
     seconds_before: int

@@ -33,6 +33,13 @@ from oellm_autoexp.adapters.store.records import (
     SignalInfo,
 )
 from oellm_autoexp.adapters.store.vocab import DB_FILENAME, SCHEMA_VERSION
+from oellm_autoexp.core.jobs.attempt_pick import (
+    ABANDONED_INTENT,
+    CANCELLED_STATE,
+    DROPPED_PREFIX,
+    NONE_ACTION,
+    RESTART_ACTION,
+)
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.errors import UserError
 
@@ -40,17 +47,23 @@ if TYPE_CHECKING:
     from oellm_autoexp.core.decide.exclusions import Exclusion
 
 BUSY_TIMEOUT_S = 30.0  # as a writer's: a read waits out a writer's transaction
-RESTART = "restart"  # DecisionAction.RESTART: restart counts are counted from these decisions
+MAX_PARAMS = 900  # bound parameters per query: under the 999 of SQLite builds before 3.32
 DEFAULT_KIND = "crash"  # Evidence.kind's default (core/watch/evidence.py; not imported: start-up time)
 
 _ATTEMPT_COLUMNS = (
     "id, job_id, attempt_no, submit_tag, intent, executor_job_id, nodes_json, intended_at, submitted_at, "
     "started_at, ended_at, state, exit_code, log_path, last_iteration"
 )
+_ATTEMPT_COLUMNS_OF_A = ", ".join(f"a.{c.strip()}" for c in _ATTEMPT_COLUMNS.split(","))
 _JOB_COLUMNS = "id, session_id, job_key, name, plan_json, status, status_reason, created_at"
 _SESSION_COLUMNS = (
     "id, name, config_path, config_json, created_at, status, monitor_pid, monitor_host, monitor_heartbeat, "
     "monitor_generation, monitor_interval_s, monitor_job, monitor_left_at"
+)
+_LAST_DECISIONS = (  # a session's job ids (`j`) and its jobs' last decisions (`last`), for status_decisions
+    "WITH j AS (SELECT id FROM jobs WHERE session_id = ?), last AS (SELECT MAX(e.id) AS id FROM j "
+    "JOIN decisions e ON e.job_id = j.id GROUP BY j.id UNION SELECT MAX(e.id) FROM j JOIN decisions e "
+    "ON e.job_id = j.id WHERE e.budget_after IS NOT NULL GROUP BY j.id) "
 )
 
 
@@ -189,7 +202,7 @@ class StoreReader:
             f"'{DEFAULT_KIND}') ELSE '{DEFAULT_KIND}' END AS cause, COUNT(*) FROM decisions "
             f"WHERE action = ? AND job_id IN ({marks}) GROUP BY job_id, cause"
         )
-        for job_id, cause, n in self._rows(sql, (RESTART, *job_ids)):
+        for job_id, cause, n in self._rows(sql, (RESTART_ACTION, *job_ids)):
             counts[job_id][cause] = n
         return counts
 
@@ -210,36 +223,53 @@ class StoreReader:
         where = "WHERE job_id IN (SELECT id FROM jobs WHERE session_id = ?) ORDER BY job_id, attempt_no"
         return self._attempts(where, (session_id,))
 
-    def latest_attempts(self, session_id: int) -> dict[int, AttemptInfo]:
-        """Per job of the session, its latest attempt (what `status` shows), in one query."""
-        where = (
-            "a WHERE a.job_id IN (SELECT id FROM jobs WHERE session_id = ?) AND a.attempt_no = "
-            "(SELECT MAX(b.attempt_no) FROM attempts b WHERE b.job_id = a.job_id) ORDER BY a.job_id"
-        )
-        return {a.job_id: a for a in self._attempts(where, (session_id,))}
-
-    def attempt_spans(self, session_id: int) -> dict[int, list[tuple[datetime | None, datetime | None]]]:
-        """Per job, (started, ended) of each attempt in attempt order: the time run, without the rest."""
-        spans: dict[int, list[tuple[datetime | None, datetime | None]]] = {}
+    def shown_attempts(self, session_id: int) -> dict[int, AttemptInfo]:
+        """Per job of the session, the attempt `status` shows, in one query: its latest, or where
+        that is open or cancelled (core/jobs/attempt_pick.py `needs_pick`), the one watched (the
+        lowest open attempt past the last restart decision), else the last that was not a dropped
+        successor. The same as `shown_attempts_of` on every attempt and decision of the session
+        (tests/unit/adapters/store/test_reader_shown.py compares them)."""
         sql = (
-            "SELECT job_id, started_at, ended_at FROM attempts WHERE job_id IN "
-            "(SELECT id FROM jobs WHERE session_id = ?) ORDER BY job_id, attempt_no"
+            "WITH latest AS (SELECT a.job_id, MAX(a.attempt_no) AS no FROM jobs j JOIN attempts a "
+            "ON a.job_id = j.id WHERE j.session_id = ? GROUP BY a.job_id), "
+            # the attempt shown: the latest, unless it is open or cancelled (needs_pick); then
+            "shown AS (SELECT l.job_id, CASE WHEN l.no > 1 AND (la.ended_at IS NULL OR la.state = ?) THEN COALESCE("
+            # the lowest open one (reached Slurm, not ended, not abandoned) past the last restart,
+            "(SELECT MIN(o.attempt_no) FROM attempts o WHERE o.job_id = l.job_id AND o.executor_job_id IS NOT NULL "
+            "AND o.executor_job_id != '' AND o.ended_at IS NULL AND o.intent != ? AND o.attempt_no > COALESCE("
+            "(SELECT MAX(r.attempt_no) FROM decisions d JOIN attempts r ON r.id = d.attempt_id "
+            "AND r.job_id = d.job_id WHERE d.job_id = l.job_id AND d.action = ?), 0)), "
+            # else the last that was not a dropped successor, else the latest
+            "(SELECT MAX(k.attempt_no) FROM attempts k WHERE k.job_id = l.job_id AND NOT EXISTS (SELECT 1 "
+            "FROM decisions x WHERE x.job_id = k.job_id AND x.attempt_id = k.id AND x.action = ? "
+            "AND substr(x.reason, 1, ?) = ?)), l.no) ELSE l.no END AS no "
+            "FROM latest l JOIN attempts la ON la.job_id = l.job_id AND la.attempt_no = l.no) "
+            f"SELECT {_ATTEMPT_COLUMNS_OF_A} FROM shown JOIN attempts a "
+            "ON a.job_id = shown.job_id AND a.attempt_no = shown.no ORDER BY a.job_id"
         )
-        for job_id, started, ended in self._rows(sql, (session_id,)):
-            spans.setdefault(job_id, []).append((_time(started), _time(ended)))
-        return spans
+        params = (session_id, CANCELLED_STATE, ABANDONED_INTENT, RESTART_ACTION, NONE_ACTION,
+                  len(DROPPED_PREFIX), DROPPED_PREFIX)  # fmt: skip
+        return {a.job_id: a for a in map(_attempt, self._rows(sql, params))}
 
-    def status_decisions(self, session_id: int, latest_attempt_ids: Sequence[int]) -> list[DecisionInfo]:
-        """The decisions a job's status row reads, in id order: each job's last one, its last with a
-        budget, and every one about its latest attempt (not the whole history of a long run)."""
-        marks = ",".join("?" * len(latest_attempt_ids)) or "NULL"
-        where = (
-            "d WHERE d.job_id IN (SELECT id FROM jobs WHERE session_id = ?) AND ("
-            f"d.attempt_id IN ({marks}) "
-            "OR d.id = (SELECT MAX(e.id) FROM decisions e WHERE e.job_id = d.job_id) "
-            "OR d.id = (SELECT MAX(e.id) FROM decisions e WHERE e.job_id = d.job_id AND e.budget_after IS NOT NULL))"
+    def elapsed_by_job(self, session_id: int, now: datetime) -> dict[int, tuple[int, float]]:
+        """Per job, (its attempts, the seconds they ran): each started attempt from its start to its
+        end (a running one to `now`), as plan/segments.py `elapsed_s` adds them, summed by SQLite
+        (julianday: within a millisecond) instead of a thousand timestamps parsed in Python."""
+        sql = (
+            "SELECT a.job_id, COUNT(*), COALESCE(SUM(MAX(0.0, julianday(COALESCE(a.ended_at, ?)) - "
+            "julianday(a.started_at))), 0.0) * 86400.0 FROM jobs j JOIN attempts a ON a.job_id = j.id "
+            "WHERE j.session_id = ? GROUP BY a.job_id ORDER BY a.job_id"
         )
-        return self._decisions(where, (session_id, *latest_attempt_ids))
+        return {job_id: (n, seconds) for job_id, n, seconds in self._rows(sql, (now.isoformat(), session_id))}
+
+    def status_decisions(self, session_id: int, shown_attempt_ids: Sequence[int]) -> list[DecisionInfo]:
+        """The decisions a job's status row reads, in id order: each job's last one, its last with a
+        budget, and every one about the attempt it shows (not the whole history of a long run)."""
+        marks = ",".join("?" * len(shown_attempt_ids)) or "NULL"
+        where = (  # `last`: per job, the ids of its last decision and of its last with a budget
+            f"WHERE job_id IN (SELECT id FROM j) AND (id IN (SELECT id FROM last) OR attempt_id IN ({marks}))"
+        )
+        return self._decisions(where, (session_id, *shown_attempt_ids), with_sql=_LAST_DECISIONS)
 
     def _attempts(self, where_order: str, params: Sequence[Any]) -> list[AttemptInfo]:
         rows = self._rows(f"SELECT {_ATTEMPT_COLUMNS} FROM attempts {where_order}", params)
@@ -248,10 +278,23 @@ class StoreReader:
     # -- signals, decisions, exclusions, candidates --------------------------------------------------
 
     def signals_for_attempt(self, attempt_id: int) -> list[SignalInfo]:
+        return self._signals("WHERE attempt_id = ?", (attempt_id,))
+
+    def signals_for_attempts(self, attempt_ids: Sequence[int]) -> dict[int, list[SignalInfo]]:
+        """`signals_for_attempt` for several attempts in one query: attempt id -> its signals."""
+        found: dict[int, list[SignalInfo]] = {i: [] for i in attempt_ids}
+        for start in range(0, len(attempt_ids), MAX_PARAMS):
+            chunk = attempt_ids[start : start + MAX_PARAMS]
+            where = f"WHERE attempt_id IN ({','.join('?' * len(chunk))})"
+            for signal in self._signals(where, chunk):
+                found[signal.attempt_id].append(signal)
+        return found
+
+    def _signals(self, where: str, params: Sequence[Any]) -> list[SignalInfo]:
         rows = self._rows(
             "SELECT id, attempt_id, pattern, error_type, subsystem, role, line_no, line, evidence_json, "
-            "observed_at FROM signals WHERE attempt_id = ? ORDER BY id",
-            (attempt_id,),
+            f"observed_at FROM signals {where} ORDER BY id",
+            params,
         )
         return [
             SignalInfo(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], tuple(_json(r[8]) or ()), _when(r[9]))
@@ -264,9 +307,9 @@ class StoreReader:
     def decisions_for_session(self, session_id: int) -> list[DecisionInfo]:
         return self._decisions("WHERE job_id IN (SELECT id FROM jobs WHERE session_id = ?)", (session_id,))
 
-    def _decisions(self, where: str, params: Sequence[Any]) -> list[DecisionInfo]:
+    def _decisions(self, where: str, params: Sequence[Any], *, with_sql: str = "") -> list[DecisionInfo]:
         rows = self._rows(
-            "SELECT id, job_id, attempt_id, action, reason, budget_before, budget_after, evidence_json, "
+            f"{with_sql}SELECT id, job_id, attempt_id, action, reason, budget_before, budget_after, evidence_json, "
             f"decided_at FROM decisions {where} ORDER BY id",
             params,
         )

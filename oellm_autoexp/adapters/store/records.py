@@ -1,11 +1,16 @@
 """What the store returns: frozen records, never ORM objects (nothing outside the store
-holds a database session), and the converters from rows."""
+holds a database session), and the converters from rows.
+
+The records are NamedTuples, not frozen dataclasses: `autoexp status` is typed in loops and builds
+a thousand of them, and on Python 3.11 each frozen dataclass costs about a millisecond to define
+(six generated methods, each through `exec`) and several times a tuple's time to build. Read them
+by field name only; nothing relies on them being tuples.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from oellm_autoexp.adapters.store.vocab import Intent
 from oellm_autoexp.core.jobs.job_state import JobState
@@ -18,8 +23,7 @@ if TYPE_CHECKING:  # the converters only read attributes: the read-only commands
     from oellm_autoexp.core.decide.exclusions import Exclusion
 
 
-@dataclass(frozen=True)
-class SessionInfo:
+class SessionInfo(NamedTuple):
     id: int
     name: str
     config_path: str
@@ -35,8 +39,7 @@ class SessionInfo:
     monitor_left_at: datetime | None = None  # when the last holder let go (unsupervised since)
 
 
-@dataclass(frozen=True)
-class JobInfo:
+class JobInfo(NamedTuple):
     id: int
     session_id: int
     job_key: str
@@ -49,8 +52,7 @@ class JobInfo:
     created_at: datetime
 
 
-@dataclass(frozen=True)
-class AttemptInfo:
+class AttemptInfo(NamedTuple):
     id: int
     job_id: int
     attempt_no: int
@@ -68,8 +70,7 @@ class AttemptInfo:
     last_iteration: int | None
 
 
-@dataclass(frozen=True)
-class NewSignal:
+class NewSignal(NamedTuple):
     """A classified log line to record (what core/classify/classifier.py produces, flattened)."""
 
     pattern: str
@@ -79,11 +80,10 @@ class NewSignal:
     line_no: int
     line: str
     observed_at: datetime
-    evidence: tuple[str, ...] = field(default_factory=tuple)
+    evidence: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class SignalInfo:
+class SignalInfo(NamedTuple):
     id: int
     attempt_id: int
     pattern: str
@@ -96,8 +96,7 @@ class SignalInfo:
     observed_at: datetime
 
 
-@dataclass(frozen=True)
-class DecisionInfo:
+class DecisionInfo(NamedTuple):
     id: int
     job_id: int
     attempt_id: int | None
@@ -109,8 +108,7 @@ class DecisionInfo:
     decided_at: datetime
 
 
-@dataclass(frozen=True)
-class CandidateInfo:
+class CandidateInfo(NamedTuple):
     """One candidate of a fanned-out attempt as stored (table `candidates`, adapters/store/candidates.py)."""
 
     id: int
@@ -133,8 +131,7 @@ class CandidateInfo:
         return self.outcome == "queued" and self.intent != Intent.ABANDONED.value
 
 
-@dataclass(frozen=True)
-class LogReadInfo:
+class LogReadInfo(NamedTuple):
     """A stretch of an attempt's log and when the monitor read it (store_schema.LogReadRow)."""
 
     id: int
@@ -144,8 +141,7 @@ class LogReadInfo:
     read_at: datetime
 
 
-@dataclass(frozen=True)
-class LogReadWrite:
+class LogReadWrite(NamedTuple):
     """One timing-record row to save: a new one (`row_id` None) or row `row_id` grown to `end_offset`."""
 
     attempt_id: int
@@ -194,8 +190,7 @@ def decision_info(r: DecisionRow) -> DecisionInfo:
     )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class JudgeRecords:
+class JudgeRecords(NamedTuple):
     """Everything stored that judging one attempt of a job rests on, read in ONE transaction
     (SQLiteStore.judge_records), so that no write between two reads can mix two states."""
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 
 class WatchMode(StrEnum):
@@ -58,8 +58,7 @@ LOCAL_FS_TYPES = frozenset(
 _OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
-@dataclass(frozen=True)
-class Mount:
+class Mount(NamedTuple):  # not a dataclass: every store open (`autoexp status` too) imports this
     """One line of /proc/self/mountinfo, reduced to what we need."""
 
     mount_point: str  # where it is mounted, with the kernel's octal escapes decoded

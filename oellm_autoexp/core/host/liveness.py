@@ -9,14 +9,13 @@ host; the caller passes the answer (`pid_alive`, None when it cannot know).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 MISSED_BEATS = 3  # a holder that missed this many heartbeats in a row is stale
 
 
-@dataclass(frozen=True)
-class LockRow:
+class LockRow(NamedTuple):  # NamedTuples: `autoexp status` asks this and starts without dataclasses
     """The monitor lock's columns of a session (SessionInfo has them)."""
 
     pid: int | None
@@ -27,8 +26,7 @@ class LockRow:
     left_at: datetime | None = None  # when the last holder let go
 
 
-@dataclass(frozen=True)
-class Liveness:
+class Liveness(NamedTuple):
     """Whether a session's monitor runs, as `status`, `sessions` and `report` show it."""
 
     alive: bool

@@ -8,7 +8,7 @@ import pytest
 
 from oellm_autoexp import __version__
 from oellm_autoexp.cli._starter import FILES
-from oellm_autoexp.cli.main import main
+from oellm_autoexp.cli.main import build_parser, main
 from oellm_autoexp.config.experiment import load_jobs
 from oellm_autoexp.plan.plan import build_plans
 
@@ -60,8 +60,12 @@ def test_the_starter_switches_to_slurm_with_the_preset_beside_it(tmp_path: Path,
 
 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
-    """`autoexp --version` prints the version the wheel's metadata carries, and exits 0."""
+    """`autoexp --version` prints the version the wheel's metadata carries, and exits 0 (answered
+    before argparse is imported; after a global option too, and argparse's own answer is the same)."""
+    assert main(["--version"]) == 0
+    assert main(["--state-dir", "x", "--version", "status"]) == 0
+    assert capsys.readouterr().out == f"autoexp {__version__}\n" * 2
     with pytest.raises(SystemExit) as stop:
-        main(["--version"])
+        build_parser().parse_args(["--version"])  # argparse's own version action
     assert stop.value.code == 0
     assert capsys.readouterr().out == f"autoexp {__version__}\n"

@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from oellm_autoexp.cli.main import COMMANDS, command_in
+from oellm_autoexp.cli.main import (
+    COMMANDS,
+    USAGE,
+    build_parser,
+    command_in,
+    main,
+    top_help_asked,
+    top_level_help,
+)
 
 HEAVY = ("sqlalchemy", "pydantic", "torch", "numpy", "yaml", "jinja2", "watchdog", "apscheduler")
 ROOT = Path(__file__).resolve().parents[3]
@@ -97,3 +105,46 @@ def test_the_dispatch_table_names_what_each_module_registers() -> None:
 )  # fmt: skip
 def test_the_command_word_is_found_after_global_options(argv: list[str], command: str | None) -> None:
     assert command_in(argv) == command
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h", "status"], ["--state-dir", "s", "--help", "run"]])
+def test_the_top_level_help_lists_every_command_whatever_follows(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A command's own parser is built alone (the others' are not needed to run it), but a help
+    asked before the command word lists them all (written without argparse: top_level_help)."""
+    assert main(argv) == 0
+    shown = capsys.readouterr().out
+    assert all(f"\n  {name} " in shown for name in COMMANDS), shown
+
+
+def test_the_top_level_help_names_what_the_parser_takes() -> None:
+    """`autoexp --help` is written without argparse: it names every option the top-level parser takes,
+    and misspelt or missing commands are refused by a parser that prints the same help."""
+    parser = build_parser(None)
+    helped = top_level_help()
+    options = [o for action in parser._actions for o in action.option_strings]
+    assert options and all(o in helped for o in options), options
+    assert parser.format_help() == helped
+    assert parser.format_usage() == f"usage: {USAGE}\n" and helped.startswith(f"usage: {USAGE}\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "asked"),
+    [(["-h"], True), (["--state-dir", "x", "--help", "run"], True), (["--state-dir", "-h", "status"], False),
+     (["status", "-h"], False), (["status"], False)],
+)  # fmt: skip
+def test_the_top_level_help_is_told_from_a_commands_help(argv: list[str], asked: bool) -> None:
+    assert top_help_asked(argv) is asked
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["status"], ["status", "--json"], ["sessions"]])
+def test_the_commands_typed_in_loops_define_no_dataclass(tmp_path: Path, argv: list[str]) -> None:
+    """`status` and `sessions` read a thousand records: they are NamedTuples (adapters/store/records.py),
+    and on Python 3.11 the dataclasses module (with inspect, ast, dis, tokenize) and each frozen
+    dataclass cost more than everything else these commands import; socket is not needed either."""
+    _one_session(tmp_path / "state")
+    run = f"from oellm_autoexp.cli.main import main\nassert main(['--state-dir', 'state', *{argv!r}]) == 0"
+    floor = set(_loaded_after("pass", tmp_path)["imported"])  # type: ignore[arg-type]  # what site imports
+    found = (set(_loaded_after(run, tmp_path)["imported"]) - floor) & {"dataclasses", "inspect", "socket"}  # type: ignore[arg-type]
+    assert not found, sorted(found)

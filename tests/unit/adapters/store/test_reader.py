@@ -17,6 +17,7 @@ from oellm_autoexp.adapters.store.schema import ExclusionRow
 from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.errors import UserError
+from oellm_autoexp.plan.segments import elapsed_s
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 
@@ -74,10 +75,17 @@ def test_reader_returns_what_the_store_returns(tmp_path: Path) -> None:
             assert reader.decisions_for_job(job_id) == store.decisions_for_job(job_id)
             assert reader.exclusions_for_job(job_id) == store.exclusions_for_job(job_id)
         assert reader.decisions_for_session(2) == store.decisions_for_session(2)
-        latest = reader.latest_attempts(2)
+        latest = reader.shown_attempts(2)  # every attempt ended: the latest of each job
         assert latest == {j: store.latest_attempt(j) for j in (1, 2, 3)}
-        assert reader.attempt_spans(2) == {
-            j: [(a.started_at, a.ended_at) for a in store.attempts_for_job(j)] for j in (1, 2, 3)
+        now = T0 + timedelta(hours=1)
+        assert reader.elapsed_by_job(2, now) == {
+            j: (
+                2,
+                pytest.approx(
+                    elapsed_s([(a.started_at, a.ended_at) for a in store.attempts_for_job(j)], now)
+                ),
+            )
+            for j in (1, 2, 3)
         }
         # what a status row reads: each job's last decision, its last with a budget, its latest attempt's
         subset = reader.status_decisions(2, [a.id for a in latest.values()])
@@ -90,11 +98,16 @@ def test_reader_returns_what_the_store_returns(tmp_path: Path) -> None:
             ]
             budgeted = [d for d in full if d.budget_after is not None]
             assert [d for d in mine if d.budget_after is not None][-1] == budgeted[-1]
-        from oellm_autoexp.cli.status import status_rows
+        from oellm_autoexp.cli.status import reader_status_rows, status_rows
 
         session = reader.get_session(2)
         assert session is not None
-        assert status_rows(reader, session, latest, subset) == status_rows(store, session)
+        assert reader_status_rows(reader, session) == status_rows(store, session)
+        assert reader.signals_for_attempts([1, 2, 99]) == {
+            1: store.signals_for_attempt(1),
+            2: store.signals_for_attempt(2),
+            99: [],
+        }
         assert reader.exclusions_for_session(2) == [e for j in (1, 2, 3) for e in store.exclusions_for_job(j)]
         for attempt in store.attempts_for_session(2):
             assert reader.signals_for_attempt(attempt.id) == store.signals_for_attempt(attempt.id)
