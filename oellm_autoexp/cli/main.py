@@ -54,8 +54,9 @@ _GLOBAL_WITH_VALUE = ("--state-dir",)  # global options that take a value (the c
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for `git log | head`
 
 
-def command_in(argv: Sequence[str]) -> str | None:
-    """The command word of `argv` (the first word that is no global option or its value)."""
+def _global_words(argv: Sequence[str]) -> tuple[list[str], str | None]:
+    """The option words before the command (a global option's value skipped), and the command word."""
+    words: list[str] = []
     skip = False
     for word in argv:
         if skip:
@@ -63,21 +64,23 @@ def command_in(argv: Sequence[str]) -> str | None:
         elif word in _GLOBAL_WITH_VALUE:
             skip = True
         elif not word.startswith("-"):
-            return word
-    return None
+            return words, word
+        else:
+            words.append(word)
+    return words, None
+
+
+def command_in(argv: Sequence[str]) -> str | None:
+    """The command word of `argv` (the first word that is no global option or its value)."""
+    return _global_words(argv)[1]
 
 
 def asks_version(argv: Sequence[str]) -> bool:
     """`--version` before any command word, and before `-h`/`--help` (argparse acts on the first)."""
-    skip = False
-    for word in argv:
-        if skip:
-            skip = False
-        elif word in _GLOBAL_WITH_VALUE:
-            skip = True
-        elif word in ("-h", "--help") or not word.startswith("-"):
+    for word in _global_words(argv)[0]:
+        if word in ("-h", "--help"):
             return False
-        elif word == "--version":
+        if word == "--version":
             return True
     return False
 
@@ -130,17 +133,7 @@ def top_level_help() -> str:
 
 def top_help_asked(argv: Sequence[str]) -> bool:
     """`-h`/`--help` before any command word: the top-level help, which lists every command."""
-    skip = False
-    for word in argv:
-        if skip:
-            skip = False
-        elif word in _GLOBAL_WITH_VALUE:
-            skip = True
-        elif word in ("-h", "--help"):
-            return True
-        elif not word.startswith("-"):
-            return False
-    return False
+    return any(word in ("-h", "--help") for word in _global_words(argv)[0])
 
 
 def parse_intermixed(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
