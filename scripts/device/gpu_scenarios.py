@@ -263,13 +263,19 @@ def recovery_savefull(work: Path, device: str, nproc: int, deadline: float) -> i
         subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
-def recovery_injob(work: Path, device: str, nproc: int, deadline: float, times: int) -> int:
+def recovery_injob(
+    work: Path, device: str, nproc: int, deadline: float, times: int, rdzv: str = "static"
+) -> int:
     """torchrun --max-restarts 1 restarts the workers in place: rank 1 killed once is a recovery the
-    monitor must leave alone; killed twice, torchrun gives up and the attempt is decided after it."""
-    name = f"injob_killed{times}"
+    monitor must leave alone; killed twice, torchrun gives up and the attempt is decided after it.
+    `rdzv` c10d: torchrun's c10d rendezvous instead of the static one the backend renders (a new
+    store per round; the static round 2 met rank 0's stale NCCL bootstrap address on 2x H100)."""
+    name = f"injob_killed{times}" + ("" if rdzv == "static" else f"_{rdzv}")
     args = [*FAST, *KILL_AT, "--fault-rank", str(nproc - 1), "--fault-once-file",
             str(work / name / "fault_fired"), "--fault-times", str(times)]  # fmt: skip
-    proc = launch(name, work, args, device, nproc, torchrun=["--max-restarts", "1"])
+    port = 23000 + zlib.crc32(name.encode()) % 2000
+    extra = [] if rdzv == "static" else ["--rdzv-backend", rdzv, "--rdzv-endpoint", f"127.0.0.1:{port}"]
+    proc = launch(name, work, args, device, nproc, torchrun=["--max-restarts", "1", *extra])
     return wait_recorded(work / name, proc, deadline)
 
 
@@ -306,6 +312,8 @@ def run_recovery(work: Path, device: str, nproc: int, limit_s: float, which: str
         "savefull_rank0": lambda: recovery_savefull(work, device, nproc, deadline),
         "injob_killed1": lambda: recovery_injob(work, device, nproc, deadline, 1),
         "injob_killed2": lambda: recovery_injob(work, device, nproc, deadline, 2),
+        "injob_killed1_c10d": lambda: recovery_injob(work, device, nproc, deadline, 1, "c10d"),
+        "injob_killed2_c10d": lambda: recovery_injob(work, device, nproc, deadline, 2, "c10d"),
         "monitor_killed": lambda: recovery_monitor_killed(work, device, nproc, deadline),
     }
     if which:
