@@ -33,6 +33,10 @@ EXPECTED: dict[
     "healthy": ("stop", "Job completed successfully", {None}, "success"),  # no fatal line at all
     # a rank that raised and lingers: judged on its exception line once the settle window passed
     "linger": ("stop", PERMANENT.format("exception"), {"exception"}, None),
+    # issue 27 on 2 x H100: a checkpoint rank 0 fails to load (rolled back: a restart naming it), and a
+    # save refused by a full disk (stopped; the replay cannot read the disk, the reason says so)
+    "loadfail": ("restart", None, {"exception"}, None),
+    "savefull": ("stop", None, {"config_error"}, None),
 }
 
 
