@@ -5,6 +5,10 @@ Evidence that names one node for a reason of its own:
   a host-less one blames the node only when the allocation has a single node;
 - srun's `Node failure on <node>`;
 - the pre-flight's `preflight FAIL <node>: ...` (the node measured itself slow or broken);
+- NCCL's own InfiniBand async event on a node (`<host>:<pid>:<tid> [0] ... NCCL WARN NET/IB :
+  mlx5_0:1 Got non-fatal async event: port error(10)`): only the node that owns the port or HCA
+  prints it, and NCCL's prefix names that host. Never NCCL's completion errors (`Got completion
+  from peer ... status=12`): both ends of a broken connection print them;
 - a node Slurm itself reports DRAIN/DOWN/FAIL (core/jobs/slurm_nodes.py);
 - the node lists of a job the cluster requeued after a node failure (`sacct --duplicates`):
   the nodes common to every NODE_FAIL run.
@@ -30,6 +34,8 @@ HARDWARE_PATTERNS = frozenset({"xid", "gpu_fallen_off_bus", "ecc_error"})  # con
 RANK_ONLY_PATTERNS = frozenset({"mount_lost"})
 NODE_FAILURE_PATTERNS = frozenset({"srun_node_failure"})
 PREFLIGHT_PATTERNS = frozenset({"preflight_fail"})  # workloads/preflight.py names the node it judged
+# NCCL's IB async event of a node's own port or HCA, named by NCCL's `host:pid:tid` prefix (base.yaml).
+NETWORK_PORT_PATTERNS = frozenset({"nccl_ib_port_event"})
 NODE_FAILURE_STATES = frozenset({JobState.NODE_FAIL})  # runs of a requeued job that failed on a node
 NODE_GROUPS = ("node", "host", "hostname")  # named regex groups that carry a node name
 RANK_LAYOUT_PATTERN = "rank_layout"  # config/monitoring/base.yaml: `autoexp: rank layout: 8 ranks per node`
@@ -125,9 +131,12 @@ def _from_signals(signals: Iterable[Signal], allocation: Sequence[str]) -> list[
     layout = rank_layout(signals)
     out = []
     for signal in signals:
-        if (
-            signal.pattern
-            not in HARDWARE_PATTERNS | NODE_FAILURE_PATTERNS | PREFLIGHT_PATTERNS | RANK_ONLY_PATTERNS
+        if signal.pattern not in (
+            HARDWARE_PATTERNS
+            | NODE_FAILURE_PATTERNS
+            | PREFLIGHT_PATTERNS
+            | RANK_ONLY_PATTERNS
+            | NETWORK_PORT_PATTERNS
         ):
             continue
         node = None if signal.pattern in RANK_ONLY_PATTERNS else _node_of(signal.groups)

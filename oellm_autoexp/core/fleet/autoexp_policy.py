@@ -79,7 +79,7 @@ class Judge:
         spec = PREFLIGHT_VARIANT if family == PREFLIGHT else self.mix.families[family].variants[variant]
         seen = render(spec, self.names, step_s=self.settings.step_s, at_startup=at_startup,
                       phase_s=self.setup.poll_s * phase / PHASES, ranks_per_node=self.settings.gpus_per_node,
-                      layout_line=True)  # fmt: skip
+                      layout_line=True, nccl_debug=self.settings.nodes > 1)  # fmt: skip
         result = replay_lines(seen.lines, seen.times_s, seen.slurm, self.setup, source=f"fleet:{family}")
         if not result.decisions:
             return Case(seen.slurm.end_at_s - seen.fault_at_s, None, (), None, "no decision")

@@ -69,10 +69,13 @@ def render(
     phase_s: float,
     ranks_per_node: int = 8,
     layout_line: bool = False,
+    nccl_debug: bool = False,
 ) -> SeenFault:
     """The log the monitor reads for one fault of this variant (see the module docstring).
 
     `layout_line`: the log starts with our script's rank layout line (upstream's script has none).
+    `nccl_debug`: the job runs with NCCL_DEBUG=WARN (our multi-node script), so NCCL's own lines
+    (`nccl_debug: true` in the variant) are in the log.
     """
     timed: list[tuple[float, str]] = [(0.0, LOADED)]
     if layout_line and len(names.allocation) > 1:
@@ -87,6 +90,8 @@ def render(
             )
         fault_at = PRELUDE_STEPS * step_s + phase_s
     for spec in variant.lines:
+        if (spec.nccl_debug and not nccl_debug) or (at_startup and not spec.at_startup):
+            continue
         for r in range(spec.repeat):
             text = _fill(spec.text, {"node": names.node, "peer": names.peer, "job": JOB_ID,
                                      "rank": str(faulty_rank), "prank": str(PEER_RANK + r),

@@ -30,6 +30,12 @@ class LineSpec(_Model):
     after_s: float = Field(ge=0)
     text: str
     repeat: int = Field(default=1, ge=1)  # printed by this many ranks (the peers' cascade)
+    # NCCL's own line (`host:pid:tid [dev] file:line NCCL WARN ...`): printed only when the job
+    # runs with NCCL_DEBUG=WARN or more, as our multi-node script sets it (upstream's log has none).
+    nccl_debug: bool = False
+    # False: not printed when the fault strikes an attempt at start-up (an event of the moment a
+    # port went down, which a process started on an already broken port never sees).
+    at_startup: bool = True
 
 
 class Variant(_Model):

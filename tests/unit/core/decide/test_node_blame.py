@@ -348,3 +348,82 @@ def test_the_shipped_policies_restart_a_lost_mount_without_its_node(policy: str)
     outcome = Outcome(JobState.RUNNING, "filesystem", signal="mount_lost", still_running=True)
     decision = decide(rules, outcome, RestartHistory(attempt=1), 0.0, blamed=("gpu04",))
     assert decision.action is DecisionAction.RESTART and decision.exclude_nodes == ("gpu04",)
+
+
+# -- NCCL's own InfiniBand async event names the node whose port or HCA failed ----------------------
+
+WATCHDOG = (
+    "[rank9]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 9] Watchdog caught collective "
+    "operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) "
+    "ran for 600060 milliseconds before timing out."
+)
+
+
+@pytest.mark.parametrize(
+    ("lines", "blamed"),
+    [
+        # NCCL >= 2.23 (src/transport/net_ib/common.cc): the port's non-fatal event, then the peers' watchdog
+        (
+            [
+                "gpu03:3468:3905 [4] transport/net_ib/common.cc:179 (ncclIbAsyncThreadMain) NCCL WARN NET/IB : "
+                "mlx5_0:1 Got non-fatal async event: port error(10)",
+                WATCHDOG,
+            ],
+            ["gpu03"],
+        ),
+        # NCCL 2.19-2.22 (src/transport/net_ib.cc) and 2.18 (no device)
+        (
+            [
+                "gpu02:1201:1377 [3] transport/net_ib.cc:101 NCCL WARN NET/IB : mlx5_2:1 Got async event : port error"
+            ],
+            ["gpu02"],
+        ),
+        (
+            [
+                "gpu04:1201:1377 [3] transport/net_ib.cc:95 NCCL WARN NET/IB : Got async event : local catastrophic error"
+            ],
+            ["gpu04"],
+        ),
+        # the HCA's own fatal event (a root cause as well: nccl_net_ib)
+        (
+            [
+                "gpu01:1:2 [0] transport/net_ib/common.cc:123 (ncclIbAsyncThreadMain) NCCL WARN NET/IB : mlx5_0:1 "
+                "async fatal event: local catastrophic error"
+            ],
+            ["gpu01"],
+        ),
+        # a completion error names no node: both ends of every broken connection print one
+        (
+            [
+                "gpu03:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer "
+                "10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv)"
+            ],
+            [],
+        ),
+        # a port that came back (PORT_ACTIVE) is not evidence; nor another job's node
+        (
+            [
+                "gpu03:3468:3905 [4] transport/net_ib/common.cc:179 (ncclIbAsyncThreadMain) NCCL WARN NET/IB : "
+                "mlx5_0:1 Got non-fatal async event: port active(9)"
+            ],
+            [],
+        ),
+        (
+            [
+                "gpu77:3468:3905 [4] transport/net_ib.cc:101 NCCL WARN NET/IB : mlx5_2:1 Got async event : port error"
+            ],
+            [],
+        ),
+    ],
+)
+def test_nccl_s_port_event_blames_the_host_that_printed_it(lines: list[str], blamed: list[str]) -> None:
+    signals = classify_lines(lines, load_patterns(["megatron_production"]))
+    assert list(blame_nodes(signals, ALLOC4).nodes) == blamed
+
+
+def test_a_port_error_alone_is_not_a_cause() -> None:
+    """NCCL goes on after a port's non-fatal event (a link that flaps comes back): not a root to act on."""
+    line = ("gpu03:3468:3905 [4] transport/net_ib/common.cc:179 (ncclIbAsyncThreadMain) NCCL WARN NET/IB : "
+            "mlx5_0:1 Got non-fatal async event: port error(10)")  # fmt: skip
+    signals = classify_lines([line], load_patterns(["megatron_production"]))
+    assert [(s.pattern, s.role, s.error_type) for s in signals] == [("nccl_ib_port_event", "info", None)]

@@ -9,6 +9,7 @@ import pytest
 from oellm_autoexp.adapters.fs.fleet_files import read_mix, shipped_families
 from oellm_autoexp.core.fleet.autoexp_policy import Judge
 from oellm_autoexp.core.fleet.ledger import LOSSES
+from oellm_autoexp.core.fleet.lines import render
 from oellm_autoexp.core.fleet.mix import load_mix
 from oellm_autoexp.core.fleet.settings import settings_from
 from oellm_autoexp.core.fleet.simulate import POLICIES, simulate
@@ -110,7 +111,8 @@ def test_a_budget_run_out_stops_and_waits_for_a_human(setup):
     budget of 2, attempts in a row without progress): the stop pages a human and costs
     wrong_stop; restart=fleet's larger budgets stop less."""
     mix = read_mix("llama3")
-    settings = settings_from(mix.settings, {**WEEK, "gpus": 16384}, "test")
+    # A week in which a budget runs out (seed 3: a hang budget of 2 on a node nothing named).
+    settings = settings_from(mix.settings, {**WEEK, "gpus": 16384, "seed": 3}, "test")
     transient = simulate(mix, settings, setup, ["autoexp"])["policies"]["autoexp"]
     assert any("retry budget exhausted" in reason for reason in transient["decisions"])
     assert transient["human_interventions"] > 0 and transient["lost_gpu_hours"]["wrong_stop"] > 0
@@ -139,6 +141,21 @@ def test_a_rank_prefixed_gpu_fault_is_blamed_on_its_node_from_the_layout_line(se
     ecc = next(i for i, v in enumerate(mix.families["gpu_hw"].variants) if "ECC" in v.lines[0].text)
     case = judge.case("gpu_hw", ecc, False, 0)
     assert case.cause == "gpu_hardware" and case.blamed == (judge.names.node,)
+
+
+def test_a_link_down_is_blamed_from_nccl_s_port_event_only_where_nccl_debug_is_set(setup):
+    """network_link's link-down variant: with NCCL_DEBUG=WARN (our multi-node script) the node whose
+    port went down prints NCCL's async event and is blamed; at start-up (a port already down) and in a
+    log without NCCL's lines (upstream's, a one-node job's) nothing names it."""
+    mix = read_mix("llama3")
+    variants = mix.families["network_link"].variants
+    link_down = next(i for i, v in enumerate(variants) if any(not line.at_startup for line in v.lines))
+    judge = Judge(setup, mix, settings_from(mix.settings, WEEK, "test"))
+    assert judge.case("network_link", link_down, False, 0).blamed == (judge.names.node,)
+    assert judge.case("network_link", link_down, True, 0).blamed == ()
+    spec = mix.families["network_link"].variants[link_down]
+    without = render(spec, judge.names, step_s=10.0, at_startup=False, phase_s=0.0, layout_line=True)
+    assert not any("NCCL WARN" in line for line in without.lines)
 
 
 def test_the_preflight_finds_the_broken_node_before_training_and_costs_its_seconds(setup):
