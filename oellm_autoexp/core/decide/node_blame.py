@@ -5,6 +5,8 @@ Evidence that names one node for a reason of its own:
   a host-less one blames the node only when the allocation has a single node;
 - srun's `Node failure on <node>`;
 - the pre-flight's `preflight FAIL <node>: ...` (the node measured itself slow or broken);
+- Megatron's rerun machinery: `Rank R, node <host>, device D, iteration #I: First rerun: unexpected
+  result is reproducible ...` (it exits 16 and asks to resume on a different GPU);
 - NCCL's own InfiniBand async event on a node (`<host>:<pid>:<tid> [0] ... NCCL WARN NET/IB :
   mlx5_0:1 Got non-fatal async event: port error(10)`): only the node that owns the port or HCA
   prints it, and NCCL's prefix names that host. Never NCCL's completion errors (`Got completion
@@ -36,8 +38,10 @@ NODE_FAILURE_PATTERNS = frozenset({"srun_node_failure"})
 PREFLIGHT_PATTERNS = frozenset({"preflight_fail"})  # workloads/preflight.py names the node it judged
 # NCCL's IB async event of a node's own port or HCA, named by NCCL's `host:pid:tid` prefix (base.yaml).
 NETWORK_PORT_PATTERNS = frozenset({"nccl_ib_port_event"})
+# Megatron's rerun machinery naming the host whose GPU reproduced a NaN/Inf (megatron_production.yaml).
+SUSPECT_GPU_PATTERNS = frozenset({"megatron_rerun_suspect_gpu"})
 NODE_FAILURE_STATES = frozenset({JobState.NODE_FAIL})  # runs of a requeued job that failed on a node
-NODE_GROUPS = ("node", "host", "hostname")  # named regex groups that carry a node name
+NODE_GROUPS = ("node", "host", "hostname", "node_again")  # named regex groups that carry a node name
 RANK_LAYOUT_PATTERN = "rank_layout"  # config/monitoring/base.yaml: `autoexp: rank layout: 8 ranks per node`
 
 
@@ -137,6 +141,7 @@ def _from_signals(signals: Iterable[Signal], allocation: Sequence[str]) -> list[
             | PREFLIGHT_PATTERNS
             | RANK_ONLY_PATTERNS
             | NETWORK_PORT_PATTERNS
+            | SUSPECT_GPU_PATTERNS
         ):
             continue
         node = None if signal.pattern in RANK_ONLY_PATTERNS else _node_of(signal.groups)

@@ -427,3 +427,36 @@ def test_a_port_error_alone_is_not_a_cause() -> None:
             "mlx5_0:1 Got non-fatal async event: port error(10)")  # fmt: skip
     signals = classify_lines([line], load_patterns(["megatron_production"]))
     assert [(s.pattern, s.role, s.error_type) for s in signals] == [("nccl_ib_port_event", "info", None)]
+
+
+RERUN = "ERROR:megatron.core.rerun_state_machine:"
+
+
+@pytest.mark.parametrize(
+    ("line", "blamed"),
+    [
+        # the rerun reproduced the NaN on the same GPU: Megatron exits 16 and names that GPU's host
+        (
+            f"{RERUN}Rank 9, node gpu03, device 1, iteration #12034: First rerun: unexpected result is "
+            "reproducible within the tolerance (nan = nan). Need to rerun on a different GPU to verify correctness.!",
+            ["gpu03"],
+        ),
+        # the resume landed on that GPU again
+        (
+            f"{RERUN}Got rescheduled on the same GPU. Need to resume again from the same checkpoint "
+            "(node: gpu02.cluster.example, gpu: 3)",
+            ["gpu02"],
+        ),
+        # not reproducible: a transient error, no node to keep out
+        (
+            f"{RERUN}Rank 9, node gpu03, device 1, iteration #12034: First rerun: unexpected result is not "
+            "reproducible within the tolerance (nan != 2.1)!",
+            [],
+        ),
+        # the first sighting names a rank only, and a NaN on many ranks is the run's own
+        (f"{RERUN}Unexpected result nan on rank 9 at iteration #3 invocation #2 (message='found NaN')", []),
+    ],
+)
+def test_megatron_s_rerun_names_the_host_of_the_gpu_that_reproduced_it(line: str, blamed: list[str]) -> None:
+    signals = classify_lines([line], load_patterns(["megatron_production"]))
+    assert list(blame_nodes(signals, ALLOC4).nodes) == blamed
