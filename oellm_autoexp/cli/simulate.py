@@ -51,6 +51,9 @@ def register(subparsers: Any) -> None:
                         help="with --preflight S (seconds the check adds to each of our attempts): the fault "
                              "families it finds on a broken node before training (default: gpu_hw; add "
                              "network_link for the pairwise check)")  # fmt: skip
+    parser.add_argument("--preflight-on-suspicion", action="store_true",
+                        help="with --preflight S: the check only on the attempts after a failure that may be a "
+                             "node's and named none (config preflight.on_suspicion), not on every attempt")  # fmt: skip
     parser.add_argument("--policies", default=",".join(POLICIES),
                         help=f"comma-separated, from {', '.join(POLICIES + EXTRA_POLICIES)}")  # fmt: skip
     parser.add_argument("--also", action="append", default=[], metavar="'KEY=VALUE ...'",
@@ -69,6 +72,8 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     mix = read_mix(args.mix)
     given = {_SETTING.get(k, k): getattr(args, k) for k in _FLAGS}
+    if args.preflight_on_suspicion:
+        given["preflight_on_suspicion"] = True
     if args.preflight_catches is not None:
         given["preflight_catches"] = tuple(f.strip() for f in args.preflight_catches.split(",") if f.strip())
     settings = settings_from(mix.settings, given, f"--mix {args.mix}")

@@ -382,6 +382,18 @@ class PreflightConfig(StrictModel):
     """
 
     enabled: bool = Field(default=False, description="off unless turned on (group preflight: default)")
+    on_suspicion: bool = Field(
+        default=False,
+        description=(
+            "with enabled false: run the check only on the attempts after a failure that may be a"
+            " node's and named none (a hang, an NCCL timeout or error), within suspicion_h of it"
+        ),
+    )
+    suspicion_h: float = Field(
+        default=24.0,
+        ge=0,
+        description="how long such a failure keeps the check on (the exclusion expiry's 24 h)",
+    )
     checks: list[PreflightCheck] = Field(
         default_factory=lambda: list(PREFLIGHT_CHECKS),
         description=(

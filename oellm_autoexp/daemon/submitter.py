@@ -28,6 +28,7 @@ from oellm_autoexp.adapters.executors.factory import submit_plan
 from oellm_autoexp.adapters.store.buffer import is_disk_full
 from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, Intent, SQLiteStore
 from oellm_autoexp.core.decide.judge import attempt_overrides, previous_cause
+from oellm_autoexp.core.decide.suspicion import restarted_failures, suspicion
 from oellm_autoexp.core.jobs.job_status import JobStatus
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.fanout import FanOut
@@ -35,7 +36,7 @@ from oellm_autoexp.daemon.fanout import applies as fanout_applies
 from oellm_autoexp.daemon.successor import Successors, stop_env
 from oellm_autoexp.daemon.watch import JobRuntime, past_decisions
 from oellm_autoexp.errors import UserError
-from oellm_autoexp.plan.attempt_plan import attempt_plan
+from oellm_autoexp.plan.attempt_plan import attempt_plan, checks_on_suspicion
 from oellm_autoexp.plan.plan import JobPlan, log_path_for
 
 
@@ -111,7 +112,7 @@ class Submitter:
         if queued is not None:
             return queued  # Slurm starts (or started) it when its predecessor failed
         attempt_no = self.store.next_attempt_no(job.id)
-        plan = self._attempt_plan(rt, attempt_no)
+        plan = self._attempt_plan(rt, attempt_no, now)
         if plan is None:
             return None
         tag = submit_tag(job.session_id, job.id, attempt_no, self.store.fence_generation(job.session_id))
@@ -175,15 +176,25 @@ class Submitter:
             self.store.abandon_intent(attempt_id, now=utc(now))
             self._retry_later(rt, exclude_nodes, now, str(exc))
 
-    def _attempt_plan(self, rt: JobRuntime, attempt_no: int) -> JobPlan | None:
+    def _attempt_plan(self, rt: JobRuntime, attempt_no: int, now: float) -> JobPlan | None:
         """The attempt's own plan (plan/attempt_plan.py); None, and the job stopped, if it cannot be made.
 
         Override sets were checked when the session started, so this only fails for a
         session started by an older autoexp or a config changed under it.
         """
         decisions = past_decisions(self.store.decisions_for_job(rt.job.id))
+        # A recent failure that may be a node's and named none: the pre-flight check on suspicion.
+        window_s = rt.plan.config.preflight.suspicion_h * 3600.0
+        suspect = suspicion(restarted_failures(decisions), now, window_s)
+        cause = (suspect.cause or "unknown") if suspect is not None else None
+        if checks_on_suspicion(rt.plan, cause):
+            self._say(
+                f"{rt.job.name} attempt {attempt_no}: pre-flight check on suspicion ({cause}, no node named)"
+            )
         try:
-            return attempt_plan(rt.plan, attempt_no, previous_cause(decisions), attempt_overrides(decisions))
+            return attempt_plan(
+                rt.plan, attempt_no, previous_cause(decisions), attempt_overrides(decisions), cause
+            )
         except UserError as exc:
             self._say(f"✗ {rt.job.name} attempt {attempt_no}: cannot render: {exc}; stopping the job")
             self.store.set_job_status(

@@ -29,19 +29,37 @@ from oellm_autoexp.plan.plan import SINGLE_JOB_KEY, JobPlan, plan_job
 
 ATTEMPT_ENV = "AUTOEXP_ATTEMPT"  # 1 for the first submission, then 2, 3...
 PREVIOUS_CAUSE_ENV = "AUTOEXP_PREVIOUS_CAUSE"  # what ended the attempt before ("" for the first)
+# Set when this attempt runs the pre-flight check on suspicion (`preflight.on_suspicion`): the cause
+# of the failure that named no node (core/decide/suspicion.py).
+PREFLIGHT_SUSPECT_ENV = "AUTOEXP_PREFLIGHT_SUSPECT"
 
 
-def attempt_plan(plan: JobPlan, attempt_no: int, previous_cause: str, overrides: Sequence[str]) -> JobPlan:
-    """The plan that attempt `attempt_no` is submitted with (UserError for a bad override)."""
+def attempt_plan(
+    plan: JobPlan, attempt_no: int, previous_cause: str, overrides: Sequence[str], suspect: str | None = None
+) -> JobPlan:
+    """The plan that attempt `attempt_no` is submitted with (UserError for a bad override).
+
+    `suspect`: the cause of a recent failure that may be a node's and named none; with
+    `preflight.on_suspicion` this attempt runs the pre-flight check although `enabled` is off.
+    """
     data = _config_data(plan)
     prov = Provenance(default=f"job {plan.name}")
     _apply(data, overrides, prov, f"job {plan.name} attempt {attempt_no}")
     env = data["slurm"].setdefault("env", {})
     env[ATTEMPT_ENV] = str(attempt_no)
     env[PREVIOUS_CAUSE_ENV] = previous_cause
+    if checks_on_suspicion(plan, suspect):
+        data["preflight"]["enabled"] = True
+        env[PREFLIGHT_SUSPECT_ENV] = suspect
     replanned = _replan(plan, data, prov)
     path = posixpath.join(replanned.output_dir, f"job.attempt-{attempt_no}.sbatch")
     return dataclasses.replace(replanned, script_path=path, sbatch_args=plan.sbatch_args)
+
+
+def checks_on_suspicion(plan: JobPlan, suspect: str | None) -> bool:
+    """Whether a suspicion turns the pre-flight check on for the attempt (it is not on already)."""
+    preflight = plan.config.preflight
+    return bool(suspect) and preflight.on_suspicion and not preflight.enabled
 
 
 def check_override_sets(plan: JobPlan, policy: RestartPolicy) -> None:

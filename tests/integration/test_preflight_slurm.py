@@ -172,3 +172,33 @@ def test_a_slow_node_is_left_and_the_next_attempt_completes_elsewhere(autoexp: A
     assert "excluded from attempt 2: " in report.stdout and "preflight FAIL node1: gemm " in report.stdout
     html = page.read_text()
     assert 'id="preflight-0"' in html and "<td>preflight</td>" in html
+
+
+WATCHDOG = (
+    "[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for "
+    "600060 milliseconds before timing out."
+)
+
+
+def test_after_a_watchdog_that_named_no_node_the_next_attempt_runs_the_check(autoexp: AutoexpEnv) -> None:
+    """`preflight: on_suspicion`: attempt 1 runs no check, prints only a peer's NCCL watchdog line (no
+    node named) and fails; the monitor restarts it and renders attempt 2 with the check on (its
+    script says why), which passes and then trains to the end."""
+    training = f'if [ "$AUTOEXP_ATTEMPT" = 1 ]; then echo {WATCHDOG!r}; exit 1; fi; {TRAINING}'
+    path = autoexp.experiment(
+        ["bash", "-c", training],
+        slurm={"env": {"PYTHONPATH": str(REPO)}},
+        preflight={"on_suspicion": True, "python": [sys.executable], "budget_s": 60},
+    )
+    monitor = autoexp.start("run", str(path))
+    assert autoexp.finish(monitor, timeout_s=CHECK_DEADLINE_S + 120) == 0, autoexp.output(monitor)
+    first, second = autoexp.attempts()
+    assert first.state.value == "FAILED" and second.state.value == "COMPLETED"
+    assert autoexp.reasons()[0][0] == "restart" and "nccl_timeout" in autoexp.reasons()[0][1]
+    first_lines, second_lines = log_lines(autoexp, 1), log_lines(autoexp, 2)
+    assert not any(STEP_RE.match(line) for line in first_lines)
+    seconds, rc = step_line(second_lines)
+    assert rc == 0 and seconds < CHECK_DEADLINE_S
+    assert any("training on" in line for line in second_lines)
+    assert "pre-flight check on suspicion (nccl_timeout, no node named)" in autoexp.output(monitor)

@@ -28,6 +28,7 @@ from oellm_autoexp.core.decide.exclusions import (
 from oellm_autoexp.core.decide.judge import blame_for
 from oellm_autoexp.core.decide.node_blame import Blame
 from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, RestartRecord, decide
+from oellm_autoexp.core.decide.suspicion import Failure, suspicion
 from oellm_autoexp.core.fleet.engine import RESTART, STOP, Reaction, Strike
 from oellm_autoexp.core.fleet.lines import Names, names_for, render
 from oellm_autoexp.core.fleet.mix import Mix
@@ -108,6 +109,7 @@ class AutoexpPolicy:
     restarts: list[RestartRecord] = field(default_factory=list)
     exclusions: list[Exclusion] = field(default_factory=list)
     attempt: int = 1
+    failures: list[Failure] = field(default_factory=list)  # restarted ones, for the pre-flight's suspicion
 
     def react(self, strike: Strike, now: float, bad_nodes: frozenset[str]) -> Reaction:
         fault = strike.fault
@@ -141,11 +143,14 @@ class AutoexpPolicy:
             )
         )  # fmt: skip
         self.attempt += 1
+        # As the submitter asks before rendering the next attempt (config `preflight.on_suspicion`).
+        self.failures.append(Failure(decided_at, case.cause, case.blamed))
+        suspect = suspicion(self.failures, decided_at, self.judge.settings.suspicion_h * 3600.0)
         return Reaction(
             RESTART, case.detect_s, delay_s=decision.delay_s,
             excluded=frozenset(active_nodes(self.exclusions, JOB, stamp)),
             why=decision.reason, cause=case.cause,
-            wrong_blame=sum(1 for n in blamed if n != fault.node),
+            wrong_blame=sum(1 for n in blamed if n != fault.node), preflight=suspect is not None,
         )  # fmt: skip
 
     def excluded_at(self, now: float) -> frozenset[str]:
@@ -154,7 +159,7 @@ class AutoexpPolicy:
 
     def human_took_over(self, now: float) -> None:
         # A human resubmits: a new session, so the budgets start again; exclusions stay (the store keeps them).
-        self.restarts, self.attempt = [], 1
+        self.restarts, self.attempt, self.failures = [], 1, []
 
     def _real(self, canonical: str, faulty: str) -> str:
         """The faulty node's canonical name is the fault's node; any other is a healthy one."""

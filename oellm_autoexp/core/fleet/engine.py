@@ -41,6 +41,7 @@ class Reaction:
     why: str = ""  # the decision's reason, for the report
     cause: str | None = None  # what the policy thought it was (the classifier's error type)
     wrong_blame: int = 0  # healthy nodes it excluded
+    preflight: bool = False  # the next attempt runs the pre-flight check (ours, on suspicion)
     extra: dict[str, str] = field(default_factory=dict)
 
 

@@ -81,6 +81,10 @@ class SimSettings(BaseModel):
     # on a broken node before training starts.
     preflight_s: float = Field(default=0.0, ge=0)
     preflight_catches: tuple[str, ...] = ("gpu_hw",)
+    # ... only on the attempts after a failure that may be a node's and named none (config
+    # `preflight.on_suspicion`, core/decide/suspicion.py), and within `suspicion_h` of it.
+    preflight_on_suspicion: bool = False
+    suspicion_h: float = Field(default=24.0, ge=0)
     human: Human = Field(default_factory=Human)
 
     @property

@@ -40,9 +40,12 @@ class _Run:
         self, policy: Policy, settings: SimSettings, *, human_at_once: bool, preflight: bool
     ) -> None:
         self.policy, self.settings = policy, settings
-        # The pre-flight check (preflight.py): its seconds on every attempt, and the families it catches.
-        self.preflight_s = settings.preflight_s if preflight else 0.0
-        self.catches = frozenset(settings.preflight_catches) if self.preflight_s > 0 else frozenset()
+        # The pre-flight check (preflight.py): its seconds on every attempt, or only on the attempts
+        # a policy asks for after a suspect failure (`preflight_on_suspicion`); the families it catches.
+        check_s = settings.preflight_s if preflight else 0.0
+        self.suspect_s = check_s if settings.preflight_on_suspicion else 0.0
+        self.preflight_s = 0.0 if settings.preflight_on_suspicion else check_s
+        self.catches = frozenset(settings.preflight_catches) if check_s > 0 else frozenset()
         # The oracle's human is there at once: no wait on any path can beat that, so it stays a ceiling.
         self.human_at_once = human_at_once
         self.horizon = settings.horizon_s
@@ -119,18 +122,20 @@ class _Run:
             if reaction.action == STOP:
                 return self.stopped(fault, strike, reaction)
             self.ledger.restarts += 1
+            check_s = self.preflight_s or (self.suspect_s if reaction.preflight else 0.0)
             doomed = self.doom(
-                strike.fault, reaction.excluded | self.human_excluded, fault.index, strike.occurrence
-            )
+                strike.fault, reaction.excluded | self.human_excluded, fault.index, strike.occurrence,
+                self.catches if check_s > 0 else frozenset(),
+            )  # fmt: skip
             charge_restart = doomed[0] if doomed else None
             queue = self.queue_s(fault, strike.occurrence)
             if not self.spend(charge_restart or "queue_wait", reaction.delay_s + queue):
                 return False
             charge, culprit = doomed or ("", fault)
             if culprit.family == PREFLIGHT:  # the check fails before the checkpoint is loaded
-                if not self.spend(charge, self.settings.startup_s + self.preflight_s):
+                if not self.spend(charge, self.settings.startup_s + check_s):
                     return False
-            elif not self.start_attempt(charge_restart):
+            elif not self.start_attempt(charge_restart, check_s):
                 return False
             if doomed is None:
                 return True
@@ -160,18 +165,18 @@ class _Run:
         self.human_excluded |= self.broken_now()
         if not self.spend("queue_wait", self.queue_s(fault, occurrence)):
             return False
-        return self.start_attempt(None)
+        return self.start_attempt(None, self.preflight_s)
 
-    def start_attempt(self, charge: str | None) -> bool:
+    def start_attempt(self, charge: str | None, check_s: float) -> bool:
         """Launch, checkpoint load and the pre-flight check of a new attempt (`charge`: a doomed one's)."""
         if not self.spend(charge or "restart_overhead", self.settings.restart_s):
             return False
-        return self.spend(charge or "preflight", self.preflight_s)
+        return self.spend(charge or "preflight", check_s)
 
     # -- draws ------------------------------------------------------------------------------------
 
-    def doom(self, culprit: Fault, excluded: frozenset[str] | set[str], index: int, occurrence: int
-             ) -> tuple[str, Fault] | None:  # fmt: skip
+    def doom(self, culprit: Fault, excluded: frozenset[str] | set[str], index: int, occurrence: int,
+             catches: frozenset[str]) -> tuple[str, Fault] | None:  # fmt: skip
         """Does the next attempt fail at start-up, and why: a recurring fault, or a broken node left in."""
         if culprit.recurs and culprit.index not in self.fixed:
             return "wrong_restart", culprit
@@ -182,7 +187,7 @@ class _Run:
             draw = stream(self.settings.seed, "same-node", index, occurrence, node)
             strikes_p = self.settings.lemon_strike_p if bad.lemon else 1.0  # a lemon fails now and then
             if draw.random() < self.settings.same_node_p and draw.random() < strikes_p:
-                return "repeated_bad_node", caught(bad) if bad.family in self.catches else bad
+                return "repeated_bad_node", caught(bad) if bad.family in catches else bad
         return None
 
     def site_drained(self, node: str) -> bool:

@@ -186,3 +186,51 @@ def test_a_year_at_16k_gpus_is_simulated_in_under_a_minute(setup):
     result = simulate(mix, settings, setup, ["autoexp", "upstream", "none", "oracle"])
     assert time.perf_counter() - t0 < 60.0
     assert result["faults"] > 3000  # a year of faults at one every ~2.8 h, all walked
+
+
+SILENT_LINK = {
+    "name": "silent",
+    "failures_per_1000_node_days": 20.0,
+    "families": {
+        "silent": {
+            "count": 1,
+            "node_fault": 1.0,
+            "slurm_drains": False,
+            "variants": [
+                {
+                    "lines": [
+                        [600, "[rank{prank}]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank {prank}] "
+                              "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, "
+                              "NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.",
+                         {"repeat": 8}],
+                    ],
+                    "end": "hang",
+                }
+            ],
+        }
+    },
+    "settings": {"site_drains_p": 0.0, "pool_factor": 1.0, "repair_median_h": 2.0, "lemon_share": 0.0},
+}  # fmt: skip
+
+
+def test_the_check_on_suspicion_runs_only_after_a_failure_that_named_no_node(setup):
+    """Peers' watchdog lines name no node: on suspicion the next attempts run the check, which finds the
+    node (fewer repeats), at a fraction of the seconds of a check on every attempt. A plain crash is no
+    suspicion: the check never runs and costs nothing."""
+    mix = load_mix(SILENT_LINK, shipped_families(), "test mix")
+    check = {**WEEK, "preflight_s": 60, "preflight_catches": ["silent"]}
+
+    def ours(settings: dict[str, object], which: dict[str, object] = SILENT_LINK) -> dict[str, object]:
+        m = load_mix(which, shipped_families(), "test mix")
+        return simulate(m, settings_from(m.settings, settings, "test"), setup, ["autoexp"])["policies"][
+            "autoexp"
+        ]
+
+    off, every = ours(WEEK), ours(check)
+    suspect = ours({**check, "preflight_on_suspicion": True})
+    assert suspect["lost_gpu_hours"]["repeated_bad_node"] < off["lost_gpu_hours"]["repeated_bad_node"]
+    assert 0 < suspect["lost_gpu_hours"]["preflight"] < every["lost_gpu_hours"]["preflight"]
+    assert suspect["ettr"] > off["ettr"]
+    assert mix.families["silent"].variants[0].hangs
+    crash = ours({**check, "preflight_catches": ["mystery"], "preflight_on_suspicion": True}, MYSTERY)
+    assert crash["lost_gpu_hours"]["preflight"] == 0
