@@ -187,6 +187,7 @@ def judge(
     `unhealthy`: the allocation's nodes Slurm reports DOWN/DRAIN/FAIL when judged (evidence too).
     """
     outcome = outcome_of(verdict, user_cancelled=user_cancelled, early_exit_is_end=early_exit_is_end)
+    outcome = replace(outcome, nodes=len(allocation))  # a rule may depend on the job's size
     blame = blame_for(policy, outcome, signals, allocation, unhealthy)
     decision = decide(policy, outcome, history, verdict.now_s, blamed=blame.nodes)
     failed_load = None

@@ -84,6 +84,9 @@ class Match(_Model):
     states: tuple[JobState, ...] = ()  # Slurm states
     error_types: tuple[str, ...] = ()  # compared with the classifier's error_type and the kind
     exit_codes: tuple[int, ...] = ()  # the training process's exit status (Megatron: 16, 17)
+    # The attempt ran on at least this many nodes (0: any size). An allocation of unknown size
+    # (outcome.nodes 0) never fits a rule that asks for one.
+    min_nodes: int = Field(default=0, ge=0)
 
     def fits(self, outcome: Outcome) -> bool:
         """True when every non-empty selector fits `outcome`."""
@@ -92,6 +95,7 @@ class Match(_Model):
             and (not self.states or outcome.state in self.states)
             and (not self.error_types or bool(outcome.names & set(self.error_types)))
             and (not self.exit_codes or outcome.exit_code in self.exit_codes)
+            and (not self.min_nodes or outcome.nodes >= self.min_nodes)
         )
 
 

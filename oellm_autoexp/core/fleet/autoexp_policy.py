@@ -15,7 +15,7 @@ history (budgets, refills, rate windows, backoff) and its active exclusions
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from oellm_autoexp.core.classify.classifier import classify_lines
@@ -85,7 +85,7 @@ class Judge:
         if not result.decisions:
             return Case(seen.slurm.end_at_s - seen.fault_at_s, None, (), None, "no decision")
         last = result.decisions[-1]
-        outcome = last.judgement.outcome
+        outcome = replace(last.judgement.outcome, nodes=len(self.names.allocation))
         # Blame sees every signal read by the verdict, info lines too (the rank layout), as the
         # monitor's judge step does with its classifier's signals.
         read = [line for line, at in zip(seen.lines, seen.times_s, strict=True) if at <= last.at_s]
@@ -127,7 +127,9 @@ class AutoexpPolicy:
             excluded_nodes=active,
         )
         blamed = tuple(self._real(node, fault.node) for node in case.blamed)
-        decision = decide(self.judge.setup.policy, case.outcome, history, decided_at, blamed=blamed)
+        # The attempt's size, as the monitor's judge() sets it from the allocation (a rule's `min_nodes`).
+        outcome = replace(case.outcome, nodes=len(self.judge.names.allocation))
+        decision = decide(self.judge.setup.policy, outcome, history, decided_at, blamed=blamed)
         if decision.action is not DecisionAction.RESTART:
             return Reaction(STOP, case.detect_s, notified=True, why=decision.reason, cause=case.cause)
         kept = [Blame(n, "fleet simulation", "log") for n in blamed if n in decision.exclude_nodes]

@@ -126,6 +126,7 @@ class Outcome:
     still_running: bool = False  # the job is still RUNNING; the monitor asks whether to act now
     in_queue: bool = False  # Slurm will run it again under its id (preempted/requeued, still queued)
     hang: HangKind | None = None  # the progress tracker's verdict, when it judged the job hung
+    nodes: int = 0  # the attempt's allocation size (a rule's `min_nodes`); 0: not known
 
     @property
     def kind(self) -> OutcomeKind:
