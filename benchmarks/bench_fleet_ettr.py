@@ -8,7 +8,8 @@ GPUs, ByteRobust's on 9,600, Kokolis' RSC-1 rate on 16,384; a 30-minute checkpoi
 each setting's published save and restart costs) ONE fault sequence is drawn and walked under
 every policy: ours with the shipped Megatron default (`restart=megatron_transient`, what
 `autoexp replay` uses) and with `restart=fleet`, each also with the pre-flight check (60 s per
-attempt; catching gpu_hw, and with the pairwise check network_link too), upstream's production
+attempt; catching gpu_hw, and with the pairwise check network_link too; and only on suspicion,
+`preflight: on_suspicion`), upstream's production
 policy (prod branch) and its main branch, no supervisor, the oracle (human at once) and the
 paged oracle (its human answers pages as ours does). The baseline is measured in the same run,
 on the same faults; ours, the paged oracle and upstream again on two more seeds (the draw's
@@ -22,13 +23,14 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from _common import BENCH_DIR, Report, parse_args, save_result, verdict
 
 from oellm_autoexp.adapters.fs.fleet_files import read_mix
-from oellm_autoexp.core.fleet.mix import Mix
+from oellm_autoexp.core.fleet.mix import LineSpec, Mix
 from oellm_autoexp.core.fleet.settings import settings_from
 from oellm_autoexp.core.fleet.simulate import HOURS_PER_MONTH, simulate
 from oellm_autoexp.daemon.replay_runs import setup_from_config
@@ -38,6 +40,9 @@ POLICIES = ("oracle", "oracle_paged", "autoexp", "upstream", "upstream_main", "n
 GOAL_S = 60.0
 NOISE_SEEDS = (2, 3)  # the same year under other seeds: how much of a gap is the draw's
 PREFLIGHT_S = 60.0  # the check's budget on 1,000 nodes (docs/preflight.md): a conservative cost
+SUSPICION: dict[str, Any] = {
+    "preflight_s": PREFLIGHT_S, "preflight_catches": ("gpu_hw", "network_link"), "preflight_on_suspicion": True,
+}  # fmt: skip
 # Ours again on the same faults: (key, monitor overrides, settings changes).
 OURS_AGAIN: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("autoexp_fleet", ("restart=fleet",), {}),
@@ -48,12 +53,36 @@ OURS_AGAIN: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
         ("restart=fleet",),
         {"preflight_s": PREFLIGHT_S, "preflight_catches": ("gpu_hw", "network_link")},
     ),
+    # `preflight: on_suspicion` (pairwise): the check only after a failure that may be a node's and named none.
+    ("autoexp_suspicion", (), {**SUSPICION}),
+    ("autoexp_fleet_suspicion", ("restart=fleet",), {**SUSPICION}),
 )
 # One default changed at a time, on the Llama 3 setting with restart=fleet: (label, monitor
 # overrides, simulation settings, a change to the mix).
 WHAT_IFS: tuple[tuple[str, tuple[str, ...], dict[str, Any], str | None], ...] = (
     ("restart=fleet (baseline of this table)", ("restart=fleet",), {}, None),
     ("shipped default restart=megatron_transient (refills on progress)", (), {}, None),
+    (
+        "shipped default without its first exception's try at >= 128 nodes (as before)",
+        ("restart=mt_nosize",),
+        {},
+        None,
+    ),
+    ("shipped default + pre-flight on suspicion (pairwise)", (), {**SUSPICION}, None),
+    ("restart=fleet + pre-flight on suspicion (pairwise)", ("restart=fleet",), {**SUSPICION}, None),
+    (
+        "pre-flight on suspicion, only the attempt right after (suspicion_h 0)",
+        ("restart=fleet",),
+        {**SUSPICION, "suspicion_h": 0},
+        None,
+    ),
+    (
+        "no NCCL_DEBUG=WARN: NCCL's own lines (the port event) not in the log",
+        ("restart=fleet",),
+        {},
+        "no_nccl_debug",
+    ),
+    ("Megatron's rerun line naming the GPU's host left out", ("restart=fleet",), {}, "no_rerun_host"),
     ("megatron_transient as shipped before: 3 restarts for the job's life", ("restart=mt_life",), {}, None),
     ("restart=default (2 in a row, 3 in 6 h)", ("restart=default",), {}, None),
     (
@@ -104,7 +133,8 @@ def variants_dir() -> str:
     transient = (restart / "megatron_transient.yaml").read_text(encoding="utf-8")
     life = transient.replace("    max_retries: 3\n    refill_on_progress: true\n    error_type_budgets:",
                              "    max_retries: 3\n    error_type_budgets:")  # fmt: skip
-    if fleet10 == fleet or life == transient:
+    nosize = transient.replace("      min_nodes: 128\n", "      min_nodes: 100000000\n")
+    if fleet10 == fleet or life == transient or nosize == transient:
         raise SystemExit(
             "config/restart/fleet.yaml or megatron_transient.yaml changed: update variants_dir()"
         )
@@ -112,6 +142,7 @@ def variants_dir() -> str:
     (root / "restart").mkdir()
     (root / "restart" / "fleet10.yaml").write_text(fleet10, encoding="utf-8")
     (root / "restart" / "mt_life.yaml").write_text(life, encoding="utf-8")
+    (root / "restart" / "mt_nosize.yaml").write_text(nosize, encoding="utf-8")
     return str(root)
 
 
@@ -136,7 +167,24 @@ def without_rank_prefix(mix: Mix) -> Mix:
     return mix.model_copy(update={"families": families})
 
 
-MIX_CHANGES = {"hosts": hosts_named, "no_rank": without_rank_prefix}
+def without_lines(mix: Mix, drop: Callable[[LineSpec], bool]) -> Mix:
+    """The same mix without the lines `drop` picks."""
+    families = {}
+    for name, family in mix.families.items():
+        variants = tuple(
+            v.model_copy(update={"lines": tuple(line for line in v.lines if not drop(line))})
+            for v in family.variants
+        )
+        families[name] = family.model_copy(update={"variants": variants})
+    return mix.model_copy(update={"families": families})
+
+
+MIX_CHANGES: dict[str, Callable[[Mix], Mix]] = {
+    "hosts": hosts_named,
+    "no_rank": without_rank_prefix,
+    "no_nccl_debug": lambda mix: without_lines(mix, lambda line: line.nccl_debug),
+    "no_rerun_host": lambda mix: without_lines(mix, lambda line: "First rerun:" in line.text),
+}
 
 
 def run_setting(name: str, days: float, out: Report) -> dict[str, Any]:

@@ -308,6 +308,8 @@ FLEET_ROWS = (
     ("ours, `restart=fleet`", "autoexp_fleet"),
     ("ours, `restart=fleet` + pre-flight (60 s, gpu_hw)", "autoexp_fleet_preflight"),
     ("ours, `restart=fleet` + pre-flight with pairwise (gpu_hw, network_link)", "autoexp_fleet_preflight_pairwise"),
+    ("ours, shipped default + pre-flight on suspicion (`preflight: on_suspicion`, pairwise)", "autoexp_suspicion"),
+    ("ours, `restart=fleet` + pre-flight on suspicion (pairwise)", "autoexp_fleet_suspicion"),
     ("upstream production (prod/oellm_32b_dense, auto_restart_ckptreset)", "upstream"),
     ("upstream main (state restarts, 300 s inactivity)", "upstream_main"),
     ("no supervisor (a human looks twice a day)", "none"),

@@ -46,6 +46,11 @@ def test_the_oracle_is_never_below_any_policy(setup, mix_name, seed):
     # The oracle whose human answers pages as ours does is still a ceiling for ours (a paging
     # supervisor), below the oracle whose human is there at once.
     assert ettr["autoexp"] <= ettr["oracle_paged"] <= ettr["oracle"], ettr
+    # Ours with the pre-flight on suspicion (pairwise) too: a check that finds a node costs an attempt.
+    checked = settings_from(mix.settings, {**WEEK, "seed": seed, "preflight_s": 60, "preflight_on_suspicion": True,
+                                           "preflight_catches": ["gpu_hw", "network_link"]}, "test")  # fmt: skip
+    ours = simulate(mix, checked, setup, ["autoexp"])["policies"]["autoexp"]["ettr"]
+    assert ours <= ettr["oracle_paged"], (ours, ettr)
 
 
 def test_every_second_of_the_horizon_is_accounted_for(setup):
