@@ -83,6 +83,12 @@ WHAT_IFS: tuple[tuple[str, tuple[str, ...], dict[str, Any], str | None], ...] = 
         "no_nccl_debug",
     ),
     ("Megatron's rerun line naming the GPU's host left out", ("restart=fleet",), {}, "no_rerun_host"),
+    (
+        "J, not shipped: the check on suspicion also finds a hang's broken node",
+        ("restart=fleet",),
+        {**SUSPICION, "preflight_catches": ("gpu_hw", "network_link", "hang")},
+        None,
+    ),
     ("megatron_transient as shipped before: 3 restarts for the job's life", ("restart=mt_life",), {}, None),
     ("restart=default (2 in a row, 3 in 6 h)", ("restart=default",), {}, None),
     (
