@@ -224,15 +224,16 @@ class StoreReader:
         return self._attempts(where, (session_id,))
 
     def shown_attempts(self, session_id: int) -> dict[int, AttemptInfo]:
-        """Per job of the session, the attempt `status` shows, in one query: its latest, or where
-        that is open or cancelled (core/jobs/attempt_pick.py `needs_pick`), the one watched (the
-        lowest open attempt past the last restart decision), else the last that was not a dropped
-        successor. The same as `shown_attempts_of` on every attempt and decision of the session
-        (tests/unit/adapters/store/test_reader_shown.py compares them)."""
+        """Per job of the session, the attempt `status` and `autoexp run`'s live view show, in one
+        query (the one place this rule is written for a session): its latest, or where that is
+        open or cancelled (a successor may be queued behind it, or was dropped), the pick of
+        core/jobs/attempt_pick.py `shown_attempt_of` on the job's attempts and decisions: the one
+        watched (the lowest open attempt past the last restart decision), else the last that was
+        not a dropped successor (tests/unit/adapters/store/test_reader_shown.py compares them)."""
         sql = (
             "WITH latest AS (SELECT a.job_id, MAX(a.attempt_no) AS no FROM jobs j JOIN attempts a "
             "ON a.job_id = j.id WHERE j.session_id = ? GROUP BY a.job_id), "
-            # the attempt shown: the latest, unless it is open or cancelled (needs_pick); then
+            # the attempt shown: the latest, unless it is open or cancelled; then
             "shown AS (SELECT l.job_id, CASE WHEN l.no > 1 AND (la.ended_at IS NULL OR la.state = ?) THEN COALESCE("
             # the lowest open one (reached Slurm, not ended, not abandoned) past the last restart,
             "(SELECT MIN(o.attempt_no) FROM attempts o WHERE o.job_id = l.job_id AND o.executor_job_id IS NOT NULL "
