@@ -9,7 +9,8 @@ attempt may run on: it is kept here as failing and
   decision and `explain` lists;
 - cancelled again on a bounded backoff (core/jobs/cancel_retry.py) at every poll that finds a
   try due (`retry_due`), for as long as it fails;
-- a hold on the job's next attempt (`holding`, asked by daemon/presubmit.py): never two
+- a hold on the job's next attempt (`holding`, asked by daemon/presubmit.py
+  `predecessor_may_run`): never two
   attempts of one job side by side on one checkpoint directory.
 
 It leaves the failing set when a scancel goes through (an event: cancelled after N failures),
