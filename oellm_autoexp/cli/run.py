@@ -65,7 +65,7 @@ def _submit_and_monitor(args: argparse.Namespace, metrics: MonitorMetrics | None
         metrics.store = store
     # The status table reads through the reader, as `autoexp status` does: one rule for the
     # attempt each row shows (StoreReader.shown_attempts).
-    with store, StoreReader(store.path.parent) as reader:
+    with store, StoreReader.beside(store) as reader:
         if len(failed) == len(store.jobs_for_session(session.id)):
             print(
                 f"nothing could be submitted ({len(failed)} job(s) refused); not monitoring", file=sys.stderr

@@ -44,6 +44,7 @@ from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.errors import UserError
 
 if TYPE_CHECKING:
+    from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
     from oellm_autoexp.core.decide.exclusions import Exclusion
 
 BUSY_TIMEOUT_S = 30.0  # as a writer's: a read waits out a writer's transaction
@@ -83,11 +84,15 @@ def _json(value: str | None) -> Any:
 class StoreReader:
     """A read-only view of the state store; the read methods of `SQLiteStore`, nothing that writes."""
 
-    def __init__(self, state_dir: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
-        """Open `state_dir`'s database read-only; UserError when there is none or it cannot be read."""
+    def __init__(
+        self, state_dir: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S, checked: bool = False
+    ) -> None:
+        """Open `state_dir`'s database read-only; UserError when there is none or it cannot be read.
+        `checked`: a writer of this process opened it (`beside`): the file is not checked again."""
         self.path = state_dir / DB_FILENAME
-        check_readable_state(state_dir, self.path)
-        check_is_database(self.path)
+        if not checked:
+            check_readable_state(state_dir, self.path)
+            check_is_database(self.path)
         try:
             self._db = sqlite3.connect(
                 read_only_uri(self.path), uri=True, timeout=busy_timeout_s, check_same_thread=False
@@ -102,6 +107,15 @@ class StoreReader:
         except BaseException:
             self._db.close()
             raise
+
+    @classmethod
+    def beside(cls, store: SQLiteStore) -> StoreReader:
+        """A reader in the process that holds `store` open (`autoexp run`'s live view). The writer
+        checked the file already; checking it again would open and close it here, and POSIX then
+        drops every lock this process holds on it, SQLite's included: another process that closes
+        its last connection would checkpoint and delete the WAL while the writer still writes into it
+        (tests/unit/adapters/store/test_reader_beside_writer.py)."""
+        return cls(store.path.parent, checked=True)
 
     def _check_schema(self) -> None:
         version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
