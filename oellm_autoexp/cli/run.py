@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from oellm_autoexp.adapters.fs.state_dir import state_dir
+from oellm_autoexp.adapters.store.reader import StoreReader
 from oellm_autoexp.adapters.store.sqlite_store import JobStatus, SessionStatus, SQLiteStore
 from oellm_autoexp.cli._live import LiveView
 from oellm_autoexp.cli._metrics import add_metrics_args, metrics_observer
@@ -62,7 +63,9 @@ def _submit_and_monitor(args: argparse.Namespace, metrics: MonitorMetrics | None
     store, session, failed = submit_session(args)
     if metrics is not None:
         metrics.store = store
-    with store:
+    # The status table reads through the reader, as `autoexp status` does: one rule for the
+    # attempt each row shows (StoreReader.shown_attempts).
+    with store, StoreReader.beside(store) as reader:
         if len(failed) == len(store.jobs_for_session(session.id)):
             print(
                 f"nothing could be submitted ({len(failed)} job(s) refused); not monitoring", file=sys.stderr
@@ -73,9 +76,11 @@ def _submit_and_monitor(args: argparse.Namespace, metrics: MonitorMetrics | None
             directory = state_dir(getattr(args, "state_dir", None))
             ensure_monitor_job(directory, session.id, settings.supervisor_slurm)
             code = wait_for_session(store, session.id)
-            print(render_table(status_rows(store, store.get_session(session.id) or session), STATUS_COLUMNS))
+            print(
+                render_table(status_rows(reader, reader.get_session(session.id) or session), STATUS_COLUMNS)
+            )
             return max(code, 1) if failed else code
-        view = LiveView(lambda: render_table(status_rows(store, session), STATUS_COLUMNS))
+        view = LiveView(lambda: render_table(status_rows(reader, session), STATUS_COLUMNS))
         code = monitor_in_foreground(
             store,
             state_dir(getattr(args, "state_dir", None)),
@@ -84,7 +89,7 @@ def _submit_and_monitor(args: argparse.Namespace, metrics: MonitorMetrics | None
             on_poll=view.redraw,
             observers=[metrics] if metrics else [],
         )
-        print(render_table(status_rows(store, store.get_session(session.id) or session), STATUS_COLUMNS))
+        print(render_table(status_rows(reader, reader.get_session(session.id) or session), STATUS_COLUMNS))
         for job in store.jobs_for_session(session.id):
             latest = shown_attempt(store, job.id)
             if latest is not None:

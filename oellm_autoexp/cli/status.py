@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from oellm_autoexp.adapters.store.vocab import SessionStatus
 from oellm_autoexp.cli._sessions import find_session, latest_session, open_reader, resume_command
 from oellm_autoexp.cli._views import exclusion_lines, job_row, pick_signal, render_table
-from oellm_autoexp.core.jobs.attempt_pick import shown_attempts_of
 from oellm_autoexp.core.jobs.job_status import jobs_by_status, session_word
 
 if TYPE_CHECKING:
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
         SessionInfo,
         SignalInfo,
     )
-    from oellm_autoexp.cli._sessions import Store
     from oellm_autoexp.daemon.session_lock import Liveness
 
 STATUS_COLUMNS = (
@@ -49,18 +47,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     status.set_defaults(func=status_command)
 
 
-def status_rows(store: Store, session: SessionInfo) -> list[dict[str, object]]:
-    """One row per job, from every attempt and decision of the session read at once (`autoexp run`'s
-    live view; `status` reads less, through the reader: `reader_status_rows`)."""
-    decisions = store.decisions_for_session(session.id)
-    shown = shown_attempts_of(store.attempts_for_session(session.id), decisions)
-    signals = {a.id: store.signals_for_attempt(a.id) for a in shown.values()}
-    return rows_of(store.jobs_for_session(session.id, with_plan=False), shown, decisions, signals)
-
-
-def reader_status_rows(store: StoreReader, session: SessionInfo) -> list[dict[str, object]]:
-    """`status_rows` in four queries for the whole session, whatever its size: each job's shown
-    attempt, the decisions its row reads, those attempts' signals, the jobs."""
+def status_rows(store: StoreReader, session: SessionInfo) -> list[dict[str, object]]:
+    """One row per job (`status`, and `autoexp run`'s live view), in four queries for the whole
+    session, whatever its size: each job's shown attempt, the decisions its row reads, those
+    attempts' signals, the jobs."""
     shown = store.shown_attempts(session.id)
     ids = [a.id for a in shown.values()]
     decisions = store.status_decisions(session.id, ids)
@@ -96,7 +86,7 @@ def status_command(args: argparse.Namespace) -> int:
     store, state = open_reader(args)
     with store:
         session = find_session(store, args.session) if args.session else latest_session(store)
-        rows = reader_status_rows(store, session)
+        rows = status_rows(store, session)
         word = session_word(session.status, (str(r["status"]) for r in rows))
         live = monitor_liveness(session, datetime.now(UTC))
         resume = resume_command(state, [session.id])

@@ -9,7 +9,8 @@ attempt may run on: it is kept here as failing and
   decision and `explain` lists;
 - cancelled again on a bounded backoff (core/jobs/cancel_retry.py) at every poll that finds a
   try due (`retry_due`), for as long as it fails;
-- a hold on the job's next attempt (`holding`, asked by daemon/presubmit.py): never two
+- a hold on the job's next attempt (`holding`, asked by daemon/presubmit.py
+  `predecessor_may_run`): never two
   attempts of one job side by side on one checkpoint directory.
 
 It leaves the failing set when a scancel goes through (an event: cancelled after N failures),
@@ -37,11 +38,20 @@ from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.watch import LiveAttempt
 
 
+@dataclass(frozen=True)
+class Past:
+    """What the store says about an attempt before its first cancel here."""
+
+    action: str  # the decision this cancel carries out: the last one recorded about the attempt
+    failing: bool  # an earlier monitor left its cancel failing (its last event says so)
+
+
 @dataclass
 class Failing:
     """An attempt whose last scancel failed: it may still run."""
 
     live: LiveAttempt
+    action: str  # the decision the cancel carries out (its failing events name it)
     failures: int  # scancels that failed in a row
     error: str  # what the last one said (its stderr)
     retry_at_s: float  # when it is tried again
@@ -58,13 +68,16 @@ class Cancels:
     def cancel(self, live: LiveAttempt, now: float) -> bool:
         """scancel the attempt; False when scancel failed (it is then tried again, see module doc)."""
         self.store.check_fence()  # Slurm checks no token: a fenced monitor must not scancel
+        before = self._failing.get(live.attempt.id)
+        # One read of the job's decisions for a first cancel; a retry knows what it carries out.
+        past = self._past(live) if before is None else Past(before.action, failing=False)
         try:
             live.runtime.executor.cancel(live.executor_id)
         except ExecutorError as exc:
-            self._failed(live, cancel_error(str(exc)), now)
+            self._failed(live, past.action, cancel_error(str(exc)), now)
             return False
-        before = self._failing.pop(live.attempt.id, None)
-        if before is not None or self._failed_before(live):
+        self._failing.pop(live.attempt.id, None)
+        if before is not None or past.failing:
             line = cancelled_line(live.executor_id, before.failures if before else None)
             self._event(live, line, now)
             self._say(f"{_who(live)}: {line}")
@@ -93,34 +106,28 @@ class Cancels:
             self._event(live, line, now)
             self._say(f"{_who(live)}: {line}")
 
-    def _failed(self, live: LiveAttempt, error: str, now: float) -> None:
+    def _failed(self, live: LiveAttempt, action: str, error: str, now: float) -> None:
         before = self._failing.get(live.attempt.id)
         failures = before.failures + 1 if before else 1
         wait_s = retry_after_s(failures)
-        self._failing[live.attempt.id] = Failing(live, failures, error, now + wait_s)
+        self._failing[live.attempt.id] = Failing(live, action, failures, error, now + wait_s)
         who = _who(live)
         if before is not None and before.error == error:
             self._say(f"warning: {who}: scancel failed again ({failures} times): {error}; "
                       f"cancelling again in {wait_s:g} s")  # fmt: skip
             return
         # The first failure (or a new error): an event that `status` and `explain` show.
-        line = failing_line(self._action(live), error)
+        line = failing_line(action, error)
         self._event(live, line, now)
         self._say(f"WARNING: {who}: {line}; it may still run; cancelling again in {wait_s:g} s")
 
-    def _failed_before(self, live: LiveAttempt) -> bool:
-        """Did an earlier monitor leave this attempt's cancel failing (its last event says so)?"""
+    def _past(self, live: LiveAttempt) -> Past:
+        """What the store says about the attempt, in one read of the job's decisions."""
         about = [
             d for d in self.store.decisions_for_job(live.runtime.job.id) if d.attempt_id == live.attempt.id
         ]
-        return bool(about) and is_failing_line(about[-1].reason)
-
-    def _action(self, live: LiveAttempt) -> str:
-        """The decision this cancel carries out (the last one recorded about the attempt)."""
-        for d in reversed(self.store.decisions_for_job(live.runtime.job.id)):
-            if d.attempt_id == live.attempt.id and d.action != DecisionAction.NONE.value:
-                return d.action
-        return "cancel"
+        acted = [d.action for d in about if d.action != DecisionAction.NONE.value]
+        return Past(acted[-1] if acted else "cancel", bool(about) and is_failing_line(about[-1].reason))
 
     def _event(self, live: LiveAttempt, line: str, now: float) -> None:
         self.store.record_decision(live.runtime.job.id, attempt_id=live.attempt.id,

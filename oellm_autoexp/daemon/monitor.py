@@ -305,7 +305,8 @@ class Monitor:
         if self._live:
             return False
         active = [j for j in self._runtimes if self._job_status(j) == JobStatus.ACTIVE.value]
-        return not active and not self._submitter.has_due() and not self._submitter.fanout.has_open()
+        done = not active and not self._submitter.has_due() and not self._submitter.fanout.has_open()
+        return done and not self._submitter.successors.cancelling()  # a successor may still start
 
     def _job_status(self, job_id: int) -> str:
         job = self.store.get_job(job_id)
@@ -313,9 +314,10 @@ class Monitor:
 
     def _exit_code(self) -> int:
         statuses = [self._job_status(j) for j in self._runtimes]
-        if self._live or any(s == JobStatus.ACTIVE.value for s in statuses):
+        may_run = bool(self._live) or self._submitter.successors.cancelling()
+        if may_run or any(s == JobStatus.ACTIVE.value for s in statuses):
             # Stopped on request; the jobs go on and a later monitor resumes them. A stopped job
-            # whose attempt may still run (its scancel failed) is not ended either.
+            # whose attempt or queued successor may still run (its scancel failed) is not ended either.
             return 0
         for sid in self.session_ids:
             self._writes.set_session_status(sid, SessionStatus.COMPLETED.value)
@@ -348,6 +350,7 @@ class Monitor:
         self._writes.flush()  # what a full disk held back, in order
         self._reads.save()
         self._cancels.retry_due(now)  # cancels whose scancel failed (daemon/cancels.py)
+        self._submitter.successors.retry_due(now)  # and queued successors' (daemon/successor.py)
         for job_id, _ in self._submitter.take_due(now):
             if job_id in self._runtimes:
                 self.submit(self._runtimes[job_id], now)

@@ -4,9 +4,10 @@ The loop calls `PreSubmission.next_attempt` when a restart's resubmission is due
 resume, for a job with no attempt to watch). Top to bottom:
 
 1. The job is still active: `autoexp cancel` during a restart's cooldown drops the restart.
-2. No earlier attempt may still run: an attempt whose scancel failed holds the job, and is
-   cancelled again on its backoff (daemon/cancels.py). Two attempts of one job never run side
-   by side on one checkpoint directory. A Slurm attempt that ended moments ago may still be
+2. No earlier attempt may still run (`predecessor_may_run`, the step's one answer): an attempt
+   whose scancel failed holds the job, and is cancelled again on its backoff (daemon/cancels.py).
+   Two attempts of one job never run side by side on one checkpoint directory. A Slurm attempt
+   that ended moments ago may still be
    COMPLETING (its processes get KillWait seconds, and a worker saves on SIGTERM): the next
    sbatch then carries `--dependency=afterany:<its id>`, so Slurm starts the new attempt only
    once the old one is gone, at no cost in queue time.
@@ -45,7 +46,7 @@ from oellm_autoexp.core.decide.load_failure import short
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.outcome import OutcomeKind
-from oellm_autoexp.daemon.cancels import Cancels
+from oellm_autoexp.daemon.cancels import Cancels, Failing
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.submitter import Submitter
 from oellm_autoexp.daemon.watch import JobRuntime
@@ -70,20 +71,22 @@ class PreSubmission:
         if status != JobStatus.ACTIVE.value:  # 1.
             self._say(f"{rt.job.name}: not resubmitting: the job is {status}")
             return None
-        if self._predecessor_running(rt, now):  # 2.
+        predecessor = self.predecessor_may_run(rt, now)  # 2.
+        if predecessor.held:
             return None
         if not self._checkpoint_ready(rt, now):  # 3.
             self._submitter.successors.drop(rt, "stopped by the checkpoint check", now)
             return None
-        after = after_recent_end(self.store.latest_attempt(rt.job.id), rt.executor.name, utc(now))  # 2.
         return self._submitter.submit(
-            rt, exclude_arg(self.store, rt, utc(now)), now, first_only=after
+            rt, exclude_arg(self.store, rt, utc(now)), now, first_only=predecessor.after
         )  # 4., 5.
 
-    def _predecessor_running(self, rt: JobRuntime, now: float) -> bool:
-        """An attempt whose scancel failed may still run: hold the submission until a cancel went
-        through (or it ended), and look again at its next try."""
-        held = self._cancels.holding(rt.job.id, now)
+    def predecessor_may_run(self, rt: JobRuntime, now: float) -> Predecessor:
+        """Step 2, the one answer to "may an earlier attempt of the job still run?". An attempt
+        whose scancel failed holds the submission until a cancel went through (or it ended): said,
+        and looked at again at its next try. Else the latest, if it may still be COMPLETING, is
+        what the sbatch waits for (`after_recent_end`)."""
+        held = tuple(self._cancels.holding(rt.job.id, now))
         for failing in held:
             live = failing.live
             self._say(f"{rt.job.name}: not resubmitting while attempt {live.attempt.attempt_no} (job "
@@ -91,7 +94,10 @@ class PreSubmission:
                       f"{max(failing.retry_at_s - now, 0.0):g} s")  # fmt: skip
         if held:
             self._submitter.schedule(rt.job.id, min(f.retry_at_s for f in held), ())
-        return bool(held)
+            return Predecessor(held=held)
+        return Predecessor(
+            after=after_recent_end(self.store.latest_attempt(rt.job.id), rt.executor.name, utc(now))
+        )
 
     def _checkpoint_ready(self, rt: JobRuntime, now: float) -> bool:
         """Check the checkpoint a resubmission resumes from; False: the job was stopped instead."""
@@ -101,6 +107,17 @@ class PreSubmission:
         if gate.reason is not None:
             self._say(f"{rt.job.name}: {gate.reason}")
         return gate.resume
+
+
+# -- 2. an earlier attempt that may still run ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Predecessor:
+    """Step 2's answer: may an earlier attempt of the job still run, and what follows from it."""
+
+    held: tuple[Failing, ...] = ()  # yes, their scancel failed: nothing is submitted meanwhile
+    after: tuple[str, ...] = ()  # perhaps, still COMPLETING: the sbatch waits for it in Slurm
 
 
 # Slurm keeps an ended job in its tables for MinJobAge (300 s by default): a dependency on a job

@@ -13,7 +13,9 @@ has not ended (`watched_attempt`); a later one not ended is its queued successor
   excluded is cancelled, and the restart submits afresh. One that started before this monitor
   did is recorded as "restarted by the queued successor while unsupervised".
 - Any other decision (stop, completed, notify) writes the job's stop file, then cancels the
-  successor (`drop`): one that Slurm starts in between exits without training.
+  successor (`drop`): one that Slurm starts in between exits without training. A scancel that
+  fails is tried again on the backoff of a stop's cancel (core/jobs/cancel_retry.py, `retry_due`)
+  until it goes through; the monitor stays until then, and holds that successor back no more.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -45,6 +48,7 @@ from oellm_autoexp.core.jobs.attempt_pick import (
     shown_attempt_of,
     unended_of,
 )
+from oellm_autoexp.core.jobs.cancel_retry import retry_after_s
 from oellm_autoexp.core.jobs.job_state import JobState, is_alive
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.watch import JobRuntime, past_decisions
@@ -118,6 +122,7 @@ class Successors:
         self._released: set[str] = set()  # successors this monitor adopted (their hold is over)
         self._queued: set[str] = set()  # successors this monitor queued
         self.on_cancel: Callable[[str], None] = lambda _executor_id: None  # the monitor's stray net hears it
+        self._failing: dict[int, FailingCancel] = {}  # attempt id -> its failing scancel, tried again
 
     # -- queueing ---------------------------------------------------------------------------------
 
@@ -218,8 +223,10 @@ class Successors:
             # monitor queued (in a restart's cooldown the successor is the lowest), until released.
             # Never the running attempt, nor a fresh restart waiting in the queue for resources.
             open_ones = open_after_judged(self.store, rt.job.id)
+            # Nor one whose cancel fails: should it start, its stop file ends it, and Slurm forgets it.
             ids = [a.executor_job_id or "" for i, a in enumerate(open_ones)
-                   if (i > 0 or a.executor_job_id in self._queued) and a.executor_job_id not in self._released]  # fmt: skip
+                   if (i > 0 or a.executor_job_id in self._queued) and a.executor_job_id not in self._released
+                   and a.id not in self._failing]  # fmt: skip
             self._set_start(rt, ids, rt.policy.queued_successor_hold_s)
 
     def _set_start(self, rt: JobRuntime, ids: Sequence[str], from_now_s: int) -> None:
@@ -286,11 +293,47 @@ class Successors:
         try:
             rt.executor.cancel(executor_id)
         except ExecutorError as exc:
-            self._say(f"warning: {rt.job.name}: cancelling queued successor job {executor_id} failed: {exc}")
+            self._cancel_failed(FailingCancel(rt, successor, why), str(exc), now)
             return
+        self._failing.pop(successor.id, None)
         self.on_cancel(executor_id)
         self.store.update_attempt_state(successor.id, JobState.CANCELLED, ended_at=utc(now))
         line = f"{DROPPED_PREFIX}{successor.attempt_no} (job {executor_id}) cancelled: {why}"
         self.store.record_decision(rt.job.id, attempt_id=successor.id, action=DecisionAction.NONE.value,
                                    reason=line, now=utc(now))  # fmt: skip
         self._say(f"{rt.job.name}: {line}")
+
+    # -- a successor's scancel that failed ---------------------------------------------------------
+
+    def retry_due(self, now: float) -> None:
+        """Cancel again every successor whose scancel failed and whose try is due (each poll)."""
+        for failing in [f for f in self._failing.values() if f.retry_at_s <= now]:
+            self._cancel(failing.rt, failing.successor, failing.why, now)
+
+    def cancelling(self) -> bool:
+        """Is a successor's scancel failing? It may still start: the monitor is not done yet."""
+        return bool(self._failing)
+
+    def _cancel_failed(self, failing: FailingCancel, error: str, now: float) -> None:
+        """Try again on the backoff of a stop's cancel (core/jobs/cancel_retry.py), said each time."""
+        before = self._failing.get(failing.successor.id)
+        failing.failures = before.failures + 1 if before else 1
+        wait_s = retry_after_s(failing.failures)
+        failing.error, failing.retry_at_s = error, now + wait_s
+        self._failing[failing.successor.id] = failing
+        what = f"{failing.rt.job.name}: cancelling queued successor job {failing.successor.executor_job_id}"
+        again = f" again ({failing.failures} times)" if before is not None and before.error == error else ""
+        self._say(f"warning: {what} failed{again}: {error}; cancelling again in {wait_s:g} s")
+
+
+@dataclass
+class FailingCancel:
+    """A queued successor whose last scancel failed: it may still start (a dropped one exits at
+    once on its stop file; one that runs on a node now excluded runs on)."""
+
+    rt: JobRuntime
+    successor: AttemptInfo
+    why: str  # what the cancel is for (the dropped event says it)
+    failures: int = 0  # scancels that failed in a row
+    error: str = ""  # what the last one said
+    retry_at_s: float = 0.0  # when it is tried again

@@ -10,16 +10,13 @@
 #
 # Needs the monitor's own dependencies as wheels in .whl (the machine has torch, not pydantic &c.).
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"  # the NCCL environment (multicast off); use_wheels, env_report
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:?set OUT}
 W=${W:-/tmp/gpu_autoexp}
-if [ -d .whl ] && ! python3 -c 'import pydantic, sqlalchemy, apscheduler, watchdog' 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-fi
-export PYTHONPATH=/tmp/site:$ROOT PYTHONUNBUFFERED=1
-# NVLink multicast stays off on the lent machines (KINDS.md).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+use_wheels "$ROOT"
 S=scripts/device/gpu_scenarios.py
 
 pack() {  # logs with the work dir's paths made relative
@@ -30,13 +27,13 @@ pack() {  # logs with the work dir's paths made relative
 case "${1:-}" in
   start)
     rm -rf "$W" && mkdir -p "$W"
-    { date -u; nvidia-smi -L; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())'; } > "$OUT/env.txt" 2>&1
+    env_report "$OUT/env.txt"
     python3 $S start-healthy "$W"
     python3 $S faults "$W" --timeouts 600,30 --limit-s "${LIMIT_S:-330}"
     pack ;;
   faults)  # only the fault scenarios side by side (no healthy run): one call
     rm -rf "$W" && mkdir -p "$W"
-    { date -u; nvidia-smi -L; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())'; } > "$OUT/env.txt" 2>&1
+    env_report "$OUT/env.txt"
     python3 $S faults "$W" --timeouts 600,30 --limit-s "${LIMIT_S:-330}"
     pack ;;
   finish)

@@ -15,6 +15,8 @@
 # SIGTERM->SIGKILL grace for survivors blocked in NCCL after a peer dies: ~2.5 min.
 set -uo pipefail  # no -e: failing scenarios are the point; each rc is recorded
 
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"  # the NCCL environment (multicast off)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:?set OUT to the folder that comes back}
@@ -25,8 +27,6 @@ L=$W/logs
 rm -rf "$W" && mkdir -p "$L" "$W/reports" "$OUT"
 
 export PYTHONUNBUFFERED=1 PYTHONPATH=$ROOT
-# NVLink multicast stays off on the lent machines (KINDS.md).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 if [ "$QUICK" = 1 ]; then
   ACC_ARGS=(--gemm-size 256 --gemm-iters 2 --train-steps 100 --allreduce-mb 1)

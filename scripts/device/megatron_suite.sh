@@ -20,7 +20,7 @@
 set -uo pipefail  # no -e: failing cases are the point; each rc is recorded
 
 # shellcheck source-path=SCRIPTDIR
-. "$(dirname "$0")/lib.sh"  # wait_for
+. "$(dirname "$0")/lib.sh"  # the NCCL environment (multicast off), wait_for
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:?set OUT to the folder that comes back}
@@ -30,8 +30,6 @@ L=$W/logs
 rm -rf "$W" && mkdir -p "$L" "$W/ck" "$OUT"
 
 export PYTHONUNBUFFERED=1 PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
-# NVLink multicast stays off on the lent machines (KINDS.md).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 
 if [ "$FAKE" = 1 ]; then

@@ -12,7 +12,7 @@
 set -uo pipefail
 
 # shellcheck source-path=SCRIPTDIR
-. "$(dirname "$0")/lib.sh"  # wait_for
+. "$(dirname "$0")/lib.sh"  # the NCCL environment (multicast off), wait_for
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:?set OUT to the folder that comes back}
@@ -20,7 +20,6 @@ W=.megatron_walltime
 L=$W/logs
 rm -rf "$W" && mkdir -p "$L" "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 python3 - "$W" <<'EOF'
 import sys

@@ -16,6 +16,8 @@
 # Timing on one H100/H200: ~1.5 min (each step starts a Python with torch; the load runs ~60 s).
 set -uo pipefail  # no -e: a failing check is one of the expected results; each rc is recorded
 
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"  # the NCCL environment (multicast off); use_wheels, wait_for
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:?set OUT to the folder that comes back}
@@ -25,9 +27,7 @@ rm -rf "$W" && mkdir -p "$W" "$OUT"
 LOG=$OUT/preflight_gpu.log
 : > "$LOG"
 
-export PYTHONUNBUFFERED=1 PYTHONPATH=$ROOT
-# NVLink multicast stays off on the lent machines (KINDS.md).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+use_wheels "$ROOT"  # PYTHONPATH, unbuffered output
 # One GPU: the pre-flight measures every visible device; the load must share that one.
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 
@@ -47,10 +47,6 @@ run() {
 # The pre-flight's argv exactly as the batch script gets it, from the shipped group.
 # (With pydantic, from .whl as for gpu_autoexp.sh, it is plan/preflight_step.py's own argv;
 # without it, the same flags read from the YAML here.)
-if [ -d .whl ] && ! python3 -c 'import pydantic' 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$ROOT
-fi
 mapfile -t PREFLIGHT < <(python3 - <<'PY'
 import yaml
 data = yaml.safe_load(open("config/preflight/default.yaml"))
@@ -115,7 +111,6 @@ while time.monotonic() < end:
         torch.cuda.synchronize()
 PY
 LOAD=$!
-. "$(dirname "$0")/lib.sh"
 wait_for "$W/load.out" 'load running' 120 || echo "load did not start" | tee -a "$LOG"
 sleep 3
 # (a) one node: only the floors judge it.

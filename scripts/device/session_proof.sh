@@ -9,6 +9,8 @@
 #
 #   OUT=/tmp/out scripts/device/session_proof.sh
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"  # the NCCL environment (multicast off); use_wheels, env_report
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:?set OUT}
@@ -16,14 +18,9 @@ W=${W:-/tmp/session_proof}
 FAULTS=${FAULTS:-oom,crash,segv,kill,hang,nan,raise_and_linger}
 rm -rf "$W" && mkdir -p "$W" "$OUT"
 # The machine has torch, not the monitor's own dependencies: they come as wheels in .whl.
-if [ -d .whl ] && ! python3 -c 'import pydantic, sqlalchemy, apscheduler, watchdog' 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-fi
-export PYTHONPATH=/tmp/site:$ROOT PYTHONUNBUFFERED=1
-# NVLink multicast stays off on the lent machines (KINDS.md).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+use_wheels "$ROOT"
 S=scripts/device/gpu_scenarios.py
-{ date -u; nvidia-smi -L; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())'; } > "$OUT/env.txt" 2>&1
+env_report "$OUT/env.txt"
 
 if [ "${PREFLIGHT:-1}" = 1 ]; then
   OUT=$OUT scripts/device/preflight_gpu.sh > "$W/preflight.out" 2>&1

@@ -10,16 +10,16 @@
 #
 #   OUT=/tmp/out scripts/device/two_gpu_followup.sh
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"  # the NCCL environment (multicast off); use_wheels, env_report
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:?set OUT}
 W=${W:-/tmp/two_gpu_followup}
 rm -rf "$W" && mkdir -p "$W" "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$ROOT PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+use_wheels "$ROOT"
 S=scripts/device/gpu_scenarios.py
-{ date -u; nvidia-smi -L; python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())'; } > "$OUT/env.txt" 2>&1
+env_report "$OUT/env.txt"
 
 mkdir -p "$W/megatron_out"
 SCENARIOS="walltime oom stop kill9 loadfail linger diskfull" OUT="$W/megatron_out" LIMIT_S=${LIMIT_S:-420} \

@@ -187,3 +187,35 @@ def test_a_stop_whose_scancel_fails_is_cancelled_again_until_the_job_ends(autoex
     assert reasons[1] == ("none", failing), reasons
     assert reasons[-1][0] == "none" and reasons[-1][1].startswith(f"job {first} cancelled after "), reasons
     assert f"job {first} cancelled after " in autoexp.cli("status").stdout
+
+
+def test_a_dropped_successor_whose_scancel_fails_is_cancelled_again(autoexp: AutoexpEnv) -> None:
+    """`restart.queued_successor`: attempt 1 fails with an OOM (stop), and the scancel of the
+    successor queued behind it fails: the monitor says so, stays, and cancels it again on the
+    backoff; once scancel works the successor is cancelled (the dropped event) and the monitor
+    ends. Before, the one failed scancel was never tried again: the monitor ended at once and
+    left the successor in Slurm's queue."""
+    env = broken_scancel(autoexp)
+    script = autoexp.script(
+        f'if [ "$n" -eq 1 ]; then wait_for fail; echo {json.dumps(OOM_LINE)} >&2; exit 1; fi\n'
+        'echo "attempt $n trains"\nwait_for finish\n'
+    )
+    config = autoexp.experiment(["bash", str(script)], restart={"queued_successor": True})
+    monitor = autoexp.start("run", str(config), env=env)
+    autoexp.running(1)
+    wait_until(lambda: len(autoexp.attempts()) == 2, "attempt 2 queued")
+    second = autoexp.attempts()[1].executor_job_id or ""
+    autoexp.flag("fail")
+    failed = f"cancelling queued successor job {second} failed"
+    wait_until(lambda: f"{failed} again (2 times)" in autoexp.output(monitor), "a second try")
+    assert monitor.poll() is None and squeue_state(second) == "PENDING", autoexp.output(monitor)
+    assert autoexp.attempts()[1].ended_at is None and autoexp.job().status == "stopped"
+    (autoexp.tmp / "scancel-broken").unlink()
+    assert autoexp.finish(monitor) == 1, autoexp.output(monitor)
+    attempts = autoexp.attempts()
+    assert [a.state.value for a in attempts] == ["FAILED", "CANCELLED"], attempts
+    assert squeue_state(second) in (None, "CANCELLED")
+    assert ("none", f"queued successor attempt 2 (job {second}) cancelled: Permanent failure detected "
+            "(excluded error_type: oom)") in autoexp.reasons(), autoexp.reasons()  # fmt: skip
+    log_file = autoexp.tmp / "out" / "logs" / f"slurm-{second}.out"
+    assert not log_file.exists() or "trains" not in log_file.read_text()

@@ -44,6 +44,7 @@ from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.errors import UserError
 
 if TYPE_CHECKING:
+    from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
     from oellm_autoexp.core.decide.exclusions import Exclusion
 
 BUSY_TIMEOUT_S = 30.0  # as a writer's: a read waits out a writer's transaction
@@ -83,11 +84,15 @@ def _json(value: str | None) -> Any:
 class StoreReader:
     """A read-only view of the state store; the read methods of `SQLiteStore`, nothing that writes."""
 
-    def __init__(self, state_dir: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
-        """Open `state_dir`'s database read-only; UserError when there is none or it cannot be read."""
+    def __init__(
+        self, state_dir: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S, checked: bool = False
+    ) -> None:
+        """Open `state_dir`'s database read-only; UserError when there is none or it cannot be read.
+        `checked`: a writer of this process opened it (`beside`): the file is not checked again."""
         self.path = state_dir / DB_FILENAME
-        check_readable_state(state_dir, self.path)
-        check_is_database(self.path)
+        if not checked:
+            check_readable_state(state_dir, self.path)
+            check_is_database(self.path)
         try:
             self._db = sqlite3.connect(
                 read_only_uri(self.path), uri=True, timeout=busy_timeout_s, check_same_thread=False
@@ -102,6 +107,15 @@ class StoreReader:
         except BaseException:
             self._db.close()
             raise
+
+    @classmethod
+    def beside(cls, store: SQLiteStore) -> StoreReader:
+        """A reader in the process that holds `store` open (`autoexp run`'s live view). The writer
+        checked the file already; checking it again would open and close it here, and POSIX then
+        drops every lock this process holds on it, SQLite's included: another process that closes
+        its last connection would checkpoint and delete the WAL while the writer still writes into it
+        (tests/unit/adapters/store/test_reader_beside_writer.py)."""
+        return cls(store.path.parent, checked=True)
 
     def _check_schema(self) -> None:
         version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
@@ -224,15 +238,16 @@ class StoreReader:
         return self._attempts(where, (session_id,))
 
     def shown_attempts(self, session_id: int) -> dict[int, AttemptInfo]:
-        """Per job of the session, the attempt `status` shows, in one query: its latest, or where
-        that is open or cancelled (core/jobs/attempt_pick.py `needs_pick`), the one watched (the
-        lowest open attempt past the last restart decision), else the last that was not a dropped
-        successor. The same as `shown_attempts_of` on every attempt and decision of the session
-        (tests/unit/adapters/store/test_reader_shown.py compares them)."""
+        """Per job of the session, the attempt `status` and `autoexp run`'s live view show, in one
+        query (the one place this rule is written for a session): its latest, or where that is
+        open or cancelled (a successor may be queued behind it, or was dropped), the pick of
+        core/jobs/attempt_pick.py `shown_attempt_of` on the job's attempts and decisions: the one
+        watched (the lowest open attempt past the last restart decision), else the last that was
+        not a dropped successor (tests/unit/adapters/store/test_reader_shown.py compares them)."""
         sql = (
             "WITH latest AS (SELECT a.job_id, MAX(a.attempt_no) AS no FROM jobs j JOIN attempts a "
             "ON a.job_id = j.id WHERE j.session_id = ? GROUP BY a.job_id), "
-            # the attempt shown: the latest, unless it is open or cancelled (needs_pick); then
+            # the attempt shown: the latest, unless it is open or cancelled; then
             "shown AS (SELECT l.job_id, CASE WHEN l.no > 1 AND (la.ended_at IS NULL OR la.state = ?) THEN COALESCE("
             # the lowest open one (reached Slurm, not ended, not abandoned) past the last restart,
             "(SELECT MIN(o.attempt_no) FROM attempts o WHERE o.job_id = l.job_id AND o.executor_job_id IS NOT NULL "

@@ -22,7 +22,7 @@ restart history that budgets count is rebuilt from those records alone
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from oellm_autoexp.core.checkpoint.disk import RULE as DISK_RULE
 from oellm_autoexp.core.checkpoint.disk import is_save_failure, save_failed_reason
@@ -203,12 +203,11 @@ def judge(
     record = not (decision.action is DecisionAction.NONE and outcome.still_running)
     evidence = _evidence(verdict, outcome, decision, history.iteration, signals)
     if failed_load is not None:
-        evidence = replace(evidence, failed_load_iteration=failed_load.iteration)
+        evidence = evidence._replace(failed_load_iteration=failed_load.iteration)
     return Judgement(
         outcome=outcome,
         decision=decision,
-        evidence=replace(
-            evidence,
+        evidence=evidence._replace(
             blamed=tuple(f"{b.node}: {b.evidence}" for b in blame.blamed),
             blame_withheld=blame.withheld,
         ),

@@ -10,7 +10,7 @@ from typing import Protocol, TypeVar
 ABANDONED_INTENT = "abandoned"  # the store's Intent.ABANDONED: a submission that never happened
 RESTART_ACTION, NONE_ACTION = "restart", "none"  # DecisionAction values, as stored
 DROPPED_PREFIX = "queued successor attempt "  # the event recorded when a successor is cancelled
-CANCELLED_STATE = "CANCELLED"  # JobState.CANCELLED's value
+CANCELLED_STATE = "CANCELLED"  # JobState.CANCELLED's value (the reader's pick: a cancelled latest)
 
 
 class _Attempt(Protocol):
@@ -33,11 +33,6 @@ class _Decision(Protocol):
     def action(self) -> str: ...
     @property
     def reason(self) -> str: ...
-
-
-class _JobDecision(_Decision, Protocol):
-    @property
-    def job_id(self) -> int: ...
 
 
 A = TypeVar("A", bound=_Attempt)
@@ -72,39 +67,3 @@ def shown_attempt_of(attempts: Sequence[A], decisions: Sequence[_Decision]) -> A
     }
     kept = [a for a in attempts if a.id not in dropped]
     return kept[-1] if kept else (attempts[-1] if attempts else None)
-
-
-class _Stated(_Attempt, Protocol):
-    @property
-    def job_id(self) -> int: ...
-    @property
-    def state(self) -> object: ...
-
-
-S = TypeVar("S", bound=_Stated)
-
-
-def needs_pick(latest: _Stated) -> bool:
-    """Whether a job's latest attempt may not be the one `status` shows: a later attempt that is
-    still open (a successor may be queued behind the one watched) or was cancelled (a successor
-    dropped when the job ended). Otherwise the latest is shown."""
-    return latest.attempt_no > 1 and (latest.ended_at is None or str(latest.state) == CANCELLED_STATE)
-
-
-def shown_attempts_of(attempts: Sequence[S], decisions: Sequence[_JobDecision]) -> dict[int, S]:
-    """Per job, the attempt `status` shows, from a session's attempts (in job, then attempt order)
-    and decisions read at once: its latest, or `shown_attempt_of` where `needs_pick` says so.
-    (StoreReader.shown_attempts answers the same in one query.)"""
-    by_job: dict[int, list[S]] = {}
-    for attempt in attempts:
-        by_job.setdefault(attempt.job_id, []).append(attempt)
-    decided: dict[int, list[_JobDecision]] = {}
-    for decision in decisions:
-        decided.setdefault(decision.job_id, []).append(decision)
-    shown: dict[int, S] = {}
-    for job_id, theirs in by_job.items():
-        latest = theirs[-1]
-        picked = shown_attempt_of(theirs, decided.get(job_id, [])) if needs_pick(latest) else latest
-        if picked is not None:
-            shown[job_id] = picked
-    return shown

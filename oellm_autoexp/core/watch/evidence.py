@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from oellm_autoexp.core.jobs.job_state import JobState
 
@@ -16,9 +15,13 @@ DEFAULT_TRIGGER = "end"
 _TUPLE_FIELDS = ("exclude_nodes", "lines", "blamed", "overrides")  # Evidence fields stored as JSON lists
 
 
-@dataclass(frozen=True)
-class Evidence:
-    """What a decision record keeps besides its reason. Stored as JSON (`to_json`)."""
+class Evidence(NamedTuple):
+    """What a decision record keeps besides its reason. Stored as JSON (`to_json`).
+
+    A NamedTuple, as the store's records are (adapters/store/records.py): `explain` reads it for
+    every decision, and a dataclass would import `dataclasses` (with `inspect`) at its start.
+    Read it by field name only; a copy with fields changed is `_replace(...)`.
+    """
 
     rule: str | None = None  # the rule that decided; None for fixed answers
     kind: str = DEFAULT_KIND  # the outcome's kind
@@ -45,7 +48,7 @@ class Evidence:
     )
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = self._asdict()
         for key in _TUPLE_FIELDS:
             data[key] = list(getattr(self, key))
         return data
@@ -55,7 +58,7 @@ class Evidence:
         """Read a stored record; keys this version does not know are ignored, missing ones default."""
         if not isinstance(data, Mapping):
             return cls()
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known = {k: v for k, v in data.items() if k in cls._fields}
         for key in _TUPLE_FIELDS:
             if key in known:
                 known[key] = tuple(known[key] or ())

@@ -25,10 +25,11 @@ class FakeScancel:
 
     failing: bool = True
     calls: list[list[str]] = field(default_factory=list)
+    stderr: str = STDERR  # what a failing scancel says
 
     def popen(self, argv: list[str], **_kwargs: Any) -> SimpleNamespace:
         self.calls.append(list(argv))
-        code, err = (1, STDERR + "\n") if self.failing else (0, "")
+        code, err = (1, self.stderr + "\n") if self.failing else (0, "")
         return SimpleNamespace(pid=0, returncode=code, communicate=lambda *_a, **_k: ("", err))
 
 
@@ -38,11 +39,13 @@ class FakeStore:
 
     decisions: list[SimpleNamespace] = field(default_factory=list)
     fence_checks: int = 0
+    reads: int = 0  # decisions_for_job calls
 
     def check_fence(self) -> None:
         self.fence_checks += 1
 
     def decisions_for_job(self, job_id: int) -> list[SimpleNamespace]:
+        self.reads += 1
         return [d for d in self.decisions if d.job_id == job_id]
 
     def record_decision(self, job_id: int, *, attempt_id: int | None, action: str, reason: str,
@@ -160,3 +163,24 @@ def test_a_cancel_an_earlier_monitor_left_failing_is_said_when_it_goes_through(s
                           now=datetime.now())  # fmt: skip
     assert Cancels(store, lambda _line: None).cancel(live, now=0.0) is True  # type: ignore[arg-type]
     assert store.events()[-1] == "job 4242 cancelled (an earlier monitor's scancel had failed)"
+
+
+def test_a_pass_over_many_failing_cancels_reads_no_decisions(scancel: FakeScancel) -> None:
+    """Each first cancel reads its job's decisions once (what it carries out, whether an earlier
+    monitor left it failing); the retries read none, whatever their number: a new error (each
+    says the decision it carries out) and the scancels that go through cost no store read."""
+    store = FakeStore()
+    cancels = Cancels(store, lambda _line: None)  # type: ignore[arg-type]
+    lives = [_live(j, 10 * j, str(4240 + j)) for j in range(1, 6)]
+    for live in lives:
+        _stopped(store, live)
+        cancels.cancel(live, now=0.0)
+    assert store.reads == len(lives)
+    scancel.stderr = "scancel: error: Socket timed out on send/recv operation"
+    cancels.retry_due(now=5.0)
+    assert store.events()[-len(lives) :] == [f"stop requested, cancel failing: {scancel.stderr}"] * len(lives)
+    scancel.failing = False
+    assert [h.live for h in cancels.holding(1, now=15.0)] == []
+    cancels.retry_due(now=15.0)
+    assert store.events()[-1] == "job 4245 cancelled after 2 failed scancels"
+    assert store.reads == len(lives) and len(scancel.calls) == 3 * len(lives)

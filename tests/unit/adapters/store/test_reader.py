@@ -98,11 +98,15 @@ def test_reader_returns_what_the_store_returns(tmp_path: Path) -> None:
             ]
             budgeted = [d for d in full if d.budget_after is not None]
             assert [d for d in mine if d.budget_after is not None][-1] == budgeted[-1]
-        from oellm_autoexp.cli.status import reader_status_rows, status_rows
+        from oellm_autoexp.cli.status import rows_of, status_rows
 
         session = reader.get_session(2)
         assert session is not None
-        assert reader_status_rows(reader, session) == status_rows(store, session)
+        shown = {a.job_id: a for a in latest.values()}
+        signals = {a.id: store.signals_for_attempt(a.id) for a in shown.values()}
+        jobs = store.jobs_for_session(2, with_plan=False)
+        expected = rows_of(jobs, shown, store.decisions_for_session(2), signals)
+        assert status_rows(reader, session) == expected
         assert reader.signals_for_attempts([1, 2, 99]) == {
             1: store.signals_for_attempt(1),
             2: store.signals_for_attempt(2),

@@ -15,8 +15,8 @@ import pytest
 from oellm_autoexp.adapters.store.reader import StoreReader
 from oellm_autoexp.adapters.store.schema import AttemptRow, DecisionRow, JobRow, SignalRow
 from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
-from oellm_autoexp.cli.status import reader_status_rows, status_rows
-from oellm_autoexp.core.jobs.attempt_pick import DROPPED_PREFIX, shown_attempt_of, shown_attempts_of
+from oellm_autoexp.cli.status import rows_of, status_rows
+from oellm_autoexp.core.jobs.attempt_pick import DROPPED_PREFIX, shown_attempt_of
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.plan.segments import elapsed_s
 
@@ -120,22 +120,21 @@ def test_the_named_cases_show_the_attempt_watched_or_the_last_kept(tmp_path: Pat
 
 
 def test_one_query_gives_what_the_rereads_gave_on_many_shapes(tmp_path: Path) -> None:
-    """On 120 jobs of random attempt and decision shapes (and another session beside), the SQL pick,
-    the pure pick over the session and the old per-job re-reads agree."""
+    """On 120 jobs of random attempt and decision shapes (and another session beside), the SQL pick
+    and the pure per-job pick agree, and so do the status rows built on each."""
     with SQLiteStore(tmp_path) as store:
         session_id = _fill(store, seed=28, random_jobs=120)
         old = _old_pick(store, session_id)
         latest = {a.job_id: a for a in store.attempts_for_session(session_id)}
-        pure = shown_attempts_of(
-            store.attempts_for_session(session_id), store.decisions_for_session(session_id)
-        )
         session = store.get_session(session_id)
         assert session is not None
-        rows = status_rows(store, session)
+        signals = {a.id: store.signals_for_attempt(a.id) for a in old.values()}  # type: ignore[attr-defined]
+        jobs = store.jobs_for_session(session_id, with_plan=False)
+        oracle_rows = rows_of(jobs, old, store.decisions_for_session(session_id), signals)  # type: ignore[arg-type]
     with StoreReader(tmp_path) as reader:
         shown = reader.shown_attempts(session_id)
-        assert reader_status_rows(reader, session) == rows
-    assert shown == pure == old
+        assert status_rows(reader, session) == oracle_rows
+    assert shown == old
     with SQLiteStore(tmp_path) as store, StoreReader(tmp_path) as reader:
         now = T0 + timedelta(hours=2)  # open attempts run to now; unsubmitted ones never started
         spans: dict[int, list[tuple[datetime | None, datetime | None]]] = {}
@@ -143,7 +142,7 @@ def test_one_query_gives_what_the_rereads_gave_on_many_shapes(tmp_path: Path) ->
             spans.setdefault(a.job_id, []).append((a.started_at, a.ended_at))
         expected = {j: (len(s), pytest.approx(elapsed_s(s, now), abs=1e-3)) for j, s in spans.items()}
         assert reader.elapsed_by_job(session_id, now) == expected
-    assert sum(a != latest[j] for j, a in pure.items()) >= 10  # the shapes exercise the pick
+    assert sum(a != latest[j] for j, a in old.items()) >= 10  # the shapes exercise the pick
 
 
 def test_status_reads_a_fixed_number_of_queries_whatever_the_jobs(tmp_path: Path) -> None:
@@ -161,6 +160,6 @@ def test_status_reads_a_fixed_number_of_queries_whatever_the_jobs(tmp_path: Path
         with StoreReader(state) as reader:
             statements: list[str] = []
             reader._db.set_trace_callback(statements.append)
-            reader_status_rows(reader, session)
+            status_rows(reader, session)
             counts.append(len(statements))
     assert counts[0] == counts[1] <= 6, counts
