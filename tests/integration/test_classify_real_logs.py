@@ -103,7 +103,10 @@ EXPECTED: dict[str, tuple[str | None, int | None, str | None]] = {
     "gpu_monitor/raise_and_linger_pg600.log": ("exception", 1, None),  # rank 0 blocked in NCCL beside it
     "gpu_monitor/loadfail_rank0_attempt2.log": ("exception", 0, None),  # rank 0 alone loads: unpickling
     "gpu_monitor/savefull_rank0.log": ("config_error", 0, None),  # ENOSPC in torch.save on rank 0
-    "megatron_autoexp/loadfail_attempt2.log": ("exception", 1, None),  # CheckpointException on load
+    # CheckpointException on load; its cause is torch's "PytorchStreamReader failed reading zip archive" (a
+    # corrupt checkpoint file: config_error, catalogs/checkpoint_files.yaml); the judge's load-failure rule
+    # rolls back on config_error as on exception (core/decide/load_failure.py LOADER_ERROR_TYPES)
+    "megatron_autoexp/loadfail_attempt2.log": ("config_error", 1, None),
     "megatron_autoexp/linger_attempt1.log": ("exception", 1, None),  # AUTOEXP_FAULT raise_and_linger
     "megatron_autoexp/diskfull_attempt1.log": ("config_error", None, None),  # writer: unexpected pos
 }

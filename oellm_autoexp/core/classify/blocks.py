@@ -23,6 +23,12 @@ import signal
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from oellm_autoexp.core.classify.exit_reports import (
+    SIGNAL_CLASS,
+    decide_launcher_exit,
+    decide_slurm_refusal,
+)
+
 # --------------------------------------------------------------------------- torch elastic
 
 _FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*:\s?(?P<value>.*)$")
@@ -32,14 +38,7 @@ _SIGNAL = re.compile(r"Signal (?P<num>\d+) \((?P<name>SIG\w+)\) received by PID 
 _ENTRY = re.compile(r"^\s*\[(?P<idx>\d+)\]:\s*$")
 _ROOT_HEADER = "Root Cause (first observed failure):"
 
-# What a worker's death by signal means (by signal number).
-SIGNAL_CLASS = {
-    signal.SIGKILL: "killed",  # from outside: the kernel's or a cgroup's OOM killer, the scheduler
-    signal.SIGSEGV: "segfault",
-    signal.SIGBUS: "segfault",  # a native crash; /dev/shm exhausted shows up here too
-    signal.SIGFPE: "segfault",
-    signal.SIGILL: "segfault",
-}
+# What a worker's death by signal means: core/classify/exit_reports.py SIGNAL_CLASS.
 
 
 @dataclass(frozen=True)
@@ -378,4 +377,6 @@ DECIDERS = {
     "elastic_exit": decide_elastic_exit,
     "worker_signal": decide_worker_signal,
     "loss_scale_value": decide_loss_scale_value,
+    "launcher_exit": decide_launcher_exit,
+    "slurm_refusal": decide_slurm_refusal,
 }

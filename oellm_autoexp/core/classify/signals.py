@@ -37,7 +37,14 @@ Role = Literal["root", "cascade", "progress", "info"]
 TeardownStart = Literal["worker_failed", "stop_requested"]
 # core/classify/blocks.py DECIDERS
 Decider = Literal[
-    "srun_task", "stepd_cancel", "elastic_signal", "elastic_exit", "worker_signal", "loss_scale_value"
+    "srun_task",
+    "stepd_cancel",
+    "elastic_signal",
+    "elastic_exit",
+    "worker_signal",
+    "loss_scale_value",
+    "launcher_exit",
+    "slurm_refusal",
 ]
 
 MIN_KEYWORD_LEN = 3  # shorter literals filter too little to be worth a prefilter entry

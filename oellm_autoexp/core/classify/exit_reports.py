@@ -1,0 +1,118 @@
+"""What launchers and Slurm's clients report in a field of one line, read as a class. No I/O.
+
+Each reader below parses the field the emitter fills in and looks the value up, instead of
+listing one pattern per value:
+
+- How a process ended, as each launcher prints it: DeepSpeed's launcher
+  (`... exits with return code = -9`, deepspeed/launcher/launch.py sigkill_handler), torch's
+  multiprocessing spawn (`process 0 terminated with signal SIGKILL`,
+  torch/multiprocessing/spawn.py), Open MPI / PRRTE (`mpirun noticed that process rank 1
+  with PID 42 on node n1 exited on signal 9 (Killed).`, orte/prte help-*run.txt) and MPICH's
+  hydra (`=   EXIT CODE: 139`, a shell-style 128+N). A negative return code or a signal is the
+  signal that ended the process; its class is `SIGNAL_CLASS`'s.
+- Why Slurm refused a request: `Batch job submission failed: %m` (src/sbatch/sbatch.c),
+  `Job submit/allocate failed: %m` (src/salloc/salloc.c), `Unable to allocate resources: %m`
+  (src/srun/allocate.c, salloc) and `Unable to create step for job %u: %m`
+  (src/srun/launch.c). `%m` is one of src/common/slurm_errno.c's strings: the few that mean
+  the controller could not be reached are transient (no cause); every other one refuses the
+  request itself, and resubmitting the same request is refused again (`config_error`).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+
+# What a process's death by a signal means (by signal number). SIGTERM/SIGINT/SIGABRT are
+# absent: a teardown sent by the launcher itself, or an abort whose own line says why.
+SIGNAL_CLASS = {
+    signal.SIGKILL: "killed",  # from outside: the kernel's or a cgroup's OOM killer, the scheduler
+    signal.SIGSEGV: "segfault",
+    signal.SIGBUS: "segfault",  # a native crash; /dev/shm exhausted shows up here too
+    signal.SIGFPE: "segfault",
+    signal.SIGILL: "segfault",
+}
+_KNOWN_SIGNALS = {s.value for s in signal.Signals}
+SHELL_SIGNAL_BASE = 128  # a shell reports a process a signal N ended as exit status 128+N
+
+
+def signal_class(number: int | None) -> str | None:
+    """The class of a death by signal `number`, or None (a teardown signal, no signal)."""
+    if number is None or number not in _KNOWN_SIGNALS:
+        return None
+    return SIGNAL_CLASS.get(signal.Signals(number))
+
+
+def signal_number(name: str) -> int | None:
+    """`SIGKILL` -> 9, or None for a name this platform does not know."""
+    member = getattr(signal.Signals, name.upper(), None)
+    return member.value if member is not None else None
+
+
+# --------------------------------------------------------------------------- launchers
+
+_RETURN_CODE = re.compile(r"exits with return code = (?P<code>-?\d+)")
+_SPAWN_SIGNAL = re.compile(r"terminated with signal (?P<name>SIG[A-Z0-9]+)")
+_SPAWN_EXIT = re.compile(r"terminated with exit code (?P<code>\d+)")
+_MPI_SIGNAL = re.compile(r"exited on signal (?P<num>\d+)")
+_HYDRA_EXIT = re.compile(r"EXIT CODE: (?P<code>\d+)")
+_HYDRA_SIGNAL = re.compile(r"EXIT STRING: .*\(signal (?P<num>\d+)\)")
+
+
+def decide_launcher_exit(line: str) -> str | None:
+    """The class of a launcher's report of how one of its processes ended.
+
+    A signal gives its class (`signal_class`). A positive exit code is the process's own
+    exit: an exception, whose own line (above, when in view) is the cause. A shell-style
+    status above 128 (MPICH's `EXIT CODE: 139`) is the signal 128 below it.
+    """
+    if (m := _RETURN_CODE.search(line)) is not None:
+        return _by_code(int(m.group("code")))
+    if (m := _SPAWN_SIGNAL.search(line)) is not None:
+        return signal_class(signal_number(m.group("name")))
+    if (m := _SPAWN_EXIT.search(line)) is not None:
+        return _by_code(int(m.group("code")))
+    if (m := _MPI_SIGNAL.search(line) or _HYDRA_SIGNAL.search(line)) is not None:
+        return signal_class(int(m.group("num")))
+    if (m := _HYDRA_EXIT.search(line)) is not None:
+        code = int(m.group("code"))
+        return signal_class(code - SHELL_SIGNAL_BASE) if code > SHELL_SIGNAL_BASE else _by_code(code)
+    return None
+
+
+def _by_code(code: int) -> str | None:
+    if code < 0:
+        return signal_class(-code)
+    return "exception" if code > 0 else None
+
+
+# --------------------------------------------------------------------------- Slurm refusals
+
+_REFUSAL = re.compile(
+    r"(?:Batch job submission failed|Job submit/allocate failed|Unable to allocate resources"
+    r"|Unable to create step for job \S+?):\s*(?P<reason>.+?)\s*$",
+    re.IGNORECASE,  # some tools lower-case what sbatch printed
+)
+
+# slurm_errno.c strings (and the socket errors `%m` can carry) that say the controller was
+# not reached or was busy: the request itself was never judged, so no cause is known.
+TRANSIENT_REFUSALS = (
+    "socket timed out on send/recv operation",
+    "unable to contact slurm controller",
+    "slurm backup controller in standby mode",
+    "zero bytes were transmitted or received",
+    "communication connection failure",
+    "connection refused",
+    "resource temporarily unavailable",
+    "unable to create job record, try again",
+    "slurmctld is busy",
+)
+
+
+def decide_slurm_refusal(line: str) -> str | None:
+    """`config_error` for a request Slurm refused on its merits; None when the controller was not reached."""
+    m = _REFUSAL.search(line)
+    if m is None:
+        return None
+    reason = m.group("reason").lower()
+    return None if any(t in reason for t in TRANSIENT_REFUSALS) else "config_error"

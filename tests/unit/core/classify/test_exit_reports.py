@@ -1,0 +1,83 @@
+"""Launchers' and Slurm clients' one-line reports, read by their fields (core/classify/exit_reports.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from oellm_autoexp.core.classify.exit_reports import (
+    decide_launcher_exit,
+    decide_slurm_refusal,
+    signal_class,
+    signal_number,
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (
+            "[ERROR] [launch.py:320:sigkill_handler] ['python', 'train.py'] exits with return code = -9",
+            "killed",
+        ),
+        ("] exits with return code = -11", "segfault"),
+        ("] exits with return code = -15", None),  # SIGTERM: the launcher's own teardown
+        ("] exits with return code = 1", "exception"),
+        ("process 0 terminated with signal SIGKILL", "killed"),
+        ("process 3 terminated with signal SIGBUS", "segfault"),
+        ("process 1 terminated with signal SIGTERM", None),
+        ("process 0 terminated with exit code 1", "exception"),
+        ("mpirun noticed that process rank 1 with PID 42 on node n1 exited on signal 9 (Killed).", "killed"),
+        (
+            "prterun noticed that process rank 0 with PID xxxx on node n1 exited on signal 11 (Segmentation fault).",
+            "segfault",
+        ),
+        ("=   EXIT CODE: 139", "segfault"),
+        ("=   EXIT CODE: 137", "killed"),
+        ("=   EXIT CODE: 1", "exception"),
+        ("YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Bus error (signal 7)", "segfault"),
+        ("nothing a launcher printed", None),
+    ],
+)
+def test_launcher_exit_reads_the_signal_or_code(line: str, expected: str | None) -> None:
+    """A signal gives its class, a positive code an exception, a teardown signal nothing."""
+    assert decide_launcher_exit(line) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (
+            "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
+            "config_error",
+        ),
+        (
+            "salloc: error: Job submit/allocate failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)",
+            "config_error",
+        ),
+        ("sbatch: error: batch job submission failed: job violates accounting/qos policy", "config_error"),
+        (
+            "srun: error: Unable to create step for job xxxxx: Requested node configuration is not available",
+            "config_error",
+        ),
+        ("srun: error: Unable to allocate resources: Socket timed out on send/recv operation", None),
+        (
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+            None,
+        ),
+        ("sbatch: Submitted batch job 42", None),
+    ],
+)
+def test_slurm_refusal_is_config_unless_the_controller_was_not_reached(
+    line: str, expected: str | None
+) -> None:
+    """A refusal on the request's merits is configuration; a controller that did not answer is no cause."""
+    assert decide_slurm_refusal(line) == expected
+
+
+def test_signal_helpers_know_names_and_numbers() -> None:
+    """Signal names and numbers map to classes; unknown ones to None."""
+    assert signal_number("SIGKILL") == 9
+    assert signal_number("SIGNOTREAL") is None
+    assert signal_class(9) == "killed"
+    assert signal_class(15) is None
+    assert signal_class(999) is None
