@@ -22,7 +22,7 @@ restart history that budgets count is rebuilt from those records alone
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from oellm_autoexp.core.checkpoint.disk import RULE as DISK_RULE
 from oellm_autoexp.core.checkpoint.disk import is_save_failure, save_failed_reason

@@ -37,7 +37,7 @@ RANK_ONLY_PATTERNS = frozenset({"mount_lost"})
 NODE_FAILURE_PATTERNS = frozenset({"srun_node_failure"})
 PREFLIGHT_PATTERNS = frozenset({"preflight_fail"})  # workloads/preflight.py names the node it judged
 # NCCL's IB async event of a node's own port or HCA, named by NCCL's `host:pid:tid` prefix (base.yaml).
-NETWORK_PORT_PATTERNS = frozenset({"nccl_ib_port_event"})
+NETWORK_PORT_PATTERNS = frozenset({"nccl_ib_port_event", "nccl_ib_fatal_event"})
 # Megatron's rerun machinery naming the host whose GPU reproduced a NaN/Inf (megatron_production.yaml).
 SUSPECT_GPU_PATTERNS = frozenset({"megatron_rerun_suspect_gpu"})
 NODE_FAILURE_STATES = frozenset({JobState.NODE_FAIL})  # runs of a requeued job that failed on a node

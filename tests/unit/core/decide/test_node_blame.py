@@ -421,12 +421,25 @@ def test_nccl_s_port_event_blames_the_host_that_printed_it(lines: list[str], bla
     assert list(blame_nodes(signals, ALLOC4).nodes) == blamed
 
 
-def test_a_port_error_alone_is_not_a_cause() -> None:
-    """NCCL goes on after a port's non-fatal event (a link that flaps comes back): not a root to act on."""
+def test_a_port_error_alone_is_not_fatal_but_is_the_cause_once_the_job_ends() -> None:
+    """NCCL goes on after a port's non-fatal event (a link that flaps comes back): it does not end the
+    attempt by itself, but it is the network cause when the job fails or hangs after it."""
     line = ("gpu03:3468:3905 [4] transport/net_ib/common.cc:179 (ncclIbAsyncThreadMain) NCCL WARN NET/IB : "
             "mlx5_0:1 Got non-fatal async event: port error(10)")  # fmt: skip
-    signals = classify_lines([line], load_patterns(["megatron_production"]))
-    assert [(s.pattern, s.role, s.error_type) for s in signals] == [("nccl_ib_port_event", "info", None)]
+    (signal,) = classify_lines([line], load_patterns(["megatron_production"]))
+    assert (signal.pattern, signal.error_type, signal.is_cause_candidate) == (
+        "nccl_ib_port_event",
+        "nccl",
+        True,
+    )
+    assert not signal.is_fatal
+    catastrophic = line.replace(
+        "Got non-fatal async event: port error(10)", "async fatal event: local catastrophic error"
+    )
+    fatal = {
+        s.pattern: s.is_fatal for s in classify_lines([catastrophic], load_patterns(["megatron_production"]))
+    }
+    assert fatal["nccl_ib_fatal_event"] is True
 
 
 RERUN = "ERROR:megatron.core.rerun_state_machine:"
