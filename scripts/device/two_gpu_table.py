@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-MACHINE_PATHS = re.compile(r"(/tmp/two_gpu_\w+/|/work/main/\.megatron_autoexp/|/work/main/|/tmp/site/)")
+# The device's work dirs: the torch scenarios' (/tmp/two_gpu_*), the Megatron scenarios' (.megatron_autoexp
+# under the repository, wherever the device put it) and the carried wheels'.
+MACHINE_PATHS = re.compile(r"(/tmp/two_gpu_\w+/|(?:/[\w.-]+)*/\.megatron_autoexp/|/tmp/site/)")
 
 
 def plain(text: str | None) -> str:
