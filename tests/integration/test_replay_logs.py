@@ -35,7 +35,9 @@ EXPECTED: dict[
     "linger": ("stop", PERMANENT.format("exception"), {"exception"}, None),
     # issue 27 on 2 x H100: a checkpoint rank 0 fails to load (rolled back: a restart naming it), and a
     # save refused by a full disk (stopped; the replay cannot read the disk, the reason says so)
-    "loadfail": ("restart", None, {"exception"}, None),
+    # (torch's `Weights only load failed` on the garbage file reads config_error; the load-failure rule rolls
+    # back on it as on exception, core/decide/load_failure.py LOADER_ERROR_TYPES)
+    "loadfail": ("restart", None, {"config_error"}, None),
     "savefull": ("stop", None, {"config_error"}, None),
 }
 

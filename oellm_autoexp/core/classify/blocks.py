@@ -5,8 +5,9 @@ Four emitters print a report whose fields, not its first line, say what happened
 - torch elastic's ChildFailedError block (`exitcode  : -9 (pid: 123)`, `traceback : Signal 9
   (SIGKILL) received by PID 123`): -9 is a kill from outside (the OOM killer, the scheduler),
   -11 a segfault, -7 a bus error, 1 an exception printed above it;
-- NVIDIA's Xid line (`NVRM: Xid (PCI:0000:3b:00): 45, pid=1, ... caused by previous Xid 79`):
-  the earlier Xid a line names is the root;
+- NVIDIA's Xid line (`NVRM: Xid (PCI:0000:3b:00): 45, pid=1, ... caused by previous Xid 79`),
+  and the same code as DCGM and the k8s device plugin report it: the code (the earlier Xid a
+  line names is the root) is looked up in catalogs/xid.yaml's table;
 - slurmstepd's `*** JOB 12 ON node1 CANCELLED AT <time> DUE TO TIME LIMIT ***`: the reason
   decides, and a STEP cancel (srun's own teardown) leaves the job alive where a JOB cancel ends it;
 - srun's `srun: error: node1: tasks 0-3: Killed`: the node, the tasks and how they ended.
@@ -28,6 +29,7 @@ from oellm_autoexp.core.classify.exit_reports import (
     decide_launcher_exit,
     decide_slurm_refusal,
 )
+from oellm_autoexp.core.classify.signals import Role, SignalPattern
 
 # --------------------------------------------------------------------------- torch elastic
 
@@ -114,11 +116,23 @@ def elastic_root(lines: Iterable[str]) -> ElasticFailure | None:
 
 # --------------------------------------------------------------------------- NVIDIA Xid
 
+# The driver's line (nvidia.ko nvErrorLog: `NVRM: Xid (PCI:%04x:%02x:%02x): %d, ...`; drivers
+# before ~2015 printed the bus id without `PCI:`), whatever prefix the kernel log gives it (dmesg's
+# `[  219.47]` or `[Fri Aug  9 13:32:56 2024]`, syslog's `host kernel:`).
 _XID = re.compile(
-    r"NVRM: Xid \((?P<pci>PCI:[0-9a-fA-F:.]+)\): (?P<code>\d+),"
+    r"NVRM: Xid \((?P<pci>(?:PCI:)?[0-9a-fA-F:.]+)\): (?P<code>\d+),"
     r"(?:\s*pid=(?P<pid>'?[\w<>]+'?),\s*name=(?P<name>[^,]*),)?"
     r"(?P<text>.*?)(?:caused by previous Xid (?P<previous>\d+))?\s*$"
 )
+# The same code as the GPU's watchers report it: DCGM's health check (dcgm_errors.h
+# DCGM_FR_XID_ERROR_MSG `Detected XID %u for GPU %u`) and NVIDIA's k8s device plugin
+# (internal/rm/health.go `XidCriticalError: Xid=%d on Device=%s; marking device as unhealthy.`).
+_XID_REPORTED = re.compile(r"(?:Detected XID |XidCriticalError: Xid=)(?P<code>\d+)")
+_XID_PREVIOUS = re.compile(r"caused by previous Xid (?P<previous>\d+)\b")
+
+# NVIDIA's catalog gives no resolution for these codes, or a code is newer than the table:
+# the GPU's side, as the driver's Xids mostly are (restart elsewhere).
+XID_UNLISTED: tuple[str | None, Role] = ("gpu_hardware", "root")
 
 
 @dataclass(frozen=True)
@@ -155,6 +169,27 @@ def parse_xid(line: str) -> XidEvent | None:
 def xid_cause(event: XidEvent, table: Mapping[int, str | None]) -> str | None:
     """The class of an Xid by its root code in `table` (catalogs/xid.yaml's codes), or None."""
     return table.get(event.root_code)
+
+
+def xid_root_code(line: str) -> int | None:
+    """The Xid code that explains `line` in any form it is printed: the driver's line (or an earlier
+    Xid it says it was `caused by`), DCGM's and the device plugin's reports; None without one."""
+    previous = _XID_PREVIOUS.search(line)
+    if previous is not None:
+        return int(previous.group("previous"))
+    event = parse_xid(line)
+    if event is not None:
+        return event.code
+    reported = _XID_REPORTED.search(line)
+    return int(reported.group("code")) if reported is not None else None
+
+
+def decide_xid_code(line: str, codes: Mapping[int, tuple[str | None, Role]]) -> tuple[str | None, Role]:
+    """The class and role of the Xid `line` names, from `codes` (catalogs/xid.yaml)."""
+    code = xid_root_code(line)
+    if code is None:
+        return None, "info"
+    return codes.get(code, XID_UNLISTED)
 
 
 # --------------------------------------------------------------------------- slurmstepd
@@ -380,3 +415,15 @@ DECIDERS = {
     "launcher_exit": decide_launcher_exit,
     "slurm_refusal": decide_slurm_refusal,
 }
+
+
+def decide(pattern: SignalPattern, line: str) -> tuple[str | None, Role]:
+    """The class and role of a hit of `pattern` (which has `decide:`) on `line`: its fields' reading.
+
+    A reading that gives no class makes the hit info (never a cause).
+    """
+    if pattern.decide == "xid_code":
+        error_type, role = decide_xid_code(line, pattern.codes or {})
+    else:
+        error_type, role = DECIDERS[pattern.decide or ""](line), pattern.role
+    return error_type, role if error_type is not None else "info"

@@ -18,9 +18,11 @@ the keyword prefilter (core/classify/keyword_index.py) keeps a catalog's cost to
 that hold its words. `example` is a line the entry must classify
 as listed (tests/unit/core/classify/test_catalogs.py checks every entry of every catalog).
 
-An Xid catalog is a table of codes: an entry with `xid: 79` matches the driver's
-`NVRM: Xid (PCI:...): 79, ...` line and, when a later Xid says it was `caused by previous
-Xid 79`, that line too (the earlier Xid is the root; the later one is its consequence).
+An Xid catalog is a table of codes: an entry with `xid: 79` is a row. All rows become one
+pattern (named as the catalog) that matches any Xid line in any form it is printed (the driver's
+`NVRM: Xid (PCI:...): 79, ...`, DCGM's `Detected XID 79 for GPU 0`, the k8s device plugin's
+`XidCriticalError: Xid=79`), reads the code and looks it up: a later Xid's `caused by previous
+Xid 79` takes 79's row (the earlier Xid is the root); a code without a row is the GPU's.
 """
 
 from __future__ import annotations
@@ -164,37 +166,62 @@ def keyword_of(fmt: str, shared: Sequence[str] = ()) -> str:
     return best
 
 
-XID_LINE = "NVRM: Xid (PCI:%s): {code}, "  # the driver's Xid line up to the code (nvidia.ko)
-XID_CAUSE = "caused by previous Xid {code}"  # a later Xid (45 and others) naming its cause
+# Every form an Xid code is printed in, one regex: the driver's kernel-log line (an optional syslog
+# `host kernel:` and dmesg time stamp before it; `PCI:` absent in old drivers), DCGM's health
+# report, NVIDIA's k8s device plugin, and a later Xid's `caused by previous Xid N`. Which code the
+# line names, and what that code means, core/classify/blocks.py decide_xid_code reads.
+XID_REGEX = (
+    r"(?:(?P<node>[\w.-]+) kernel: )?(?:\[\s*[\d.]+\] )?"
+    r"(?:NVRM: Xid \((?P<pci>(?:PCI:)?[0-9a-fA-F:.]+)\): |Detected XID |XidCriticalError: Xid="
+    r"|caused by previous Xid )(?P<xid>\d+)\b"
+)
+XID_KEYWORDS = ["NVRM: Xid", "Detected XID", "XidCriticalError: Xid=", "caused by previous Xid"]
 
 
-def _xid_formats(entry: CatalogEntry) -> list[tuple[str, tuple[str, ...], bool]]:
-    """(format, group names, whether a word must end there) of an Xid entry's lines."""
-    code = entry.xid
-    forms: list[tuple[str, tuple[str, ...], bool]] = [(XID_LINE.format(code=code), ("pci",), False)]
-    if entry.error_type is not None and not entry.teardown:
-        forms.append((XID_CAUSE.format(code=code), (), True))  # not `... Xid 790`
-    return forms
+def xid_table(catalog: Catalog) -> dict[int, tuple[str | None, Role]]:
+    """The class and role of each `xid:` entry's code (info and teardown entries: no class)."""
+    table: dict[int, tuple[str | None, Role]] = {}
+    for entry in catalog.entries:
+        if entry.xid is not None:
+            cause = entry.role in ("root", "cascade") and not entry.teardown
+            table[entry.xid] = (entry.error_type if cause else None, entry.role if cause else "info")
+    return table
+
+
+def xid_pattern(catalog: Catalog) -> SignalPattern:
+    """One pattern for all of a catalog's `xid:` entries, named as the catalog: it matches any Xid
+    line and takes the class of the code it names from the table (`decide: xid_code`)."""
+    return SignalPattern(
+        name=catalog.name,
+        regex=XID_REGEX,
+        error_type="gpu_hardware",  # what a code missing from the table reads as (blocks.XID_UNLISTED)
+        subsystem=catalog.subsystem,
+        priority=0,  # the decided class's (CLASS_PRIORITY)
+        keywords=XID_KEYWORDS,
+        decide="xid_code",
+        codes=xid_table(catalog),
+        description=f"{catalog.name} catalog ({catalog.source}, {catalog.version}): every Xid code by its table row",
+    )
 
 
 def catalog_patterns(catalog: Catalog) -> list[SignalPattern]:
-    """One SignalPattern per entry (and per form of an Xid entry), named `<catalog>.<n>`."""
+    """One SignalPattern per `format:` entry, named `<catalog>.<n>`, and one for all `xid:` entries
+    (named `<catalog>`, in the place of the first of them)."""
     patterns = []
     for i, entry in enumerate(catalog.entries, start=1):
-        if entry.xid is not None:
-            forms = _xid_formats(entry)
-        else:
-            forms = [(entry.format or "", tuple(entry.groups), False)]
-        for j, (fmt, groups, word_end) in enumerate(forms):
-            name = f"{catalog.name}.{i}" + ("" if j == 0 else "b")
-            patterns.append(_pattern(catalog, entry, name, fmt, groups, word_end))
+        if entry.xid is None:
+            patterns.append(
+                _pattern(catalog, entry, f"{catalog.name}.{i}", entry.format or "", tuple(entry.groups))
+            )
+        elif not any(p.name == catalog.name for p in patterns):
+            patterns.append(xid_pattern(catalog))
     return patterns
 
 
 def _pattern(
-    catalog: Catalog, entry: CatalogEntry, name: str, fmt: str, groups: tuple[str, ...], word_end: bool
+    catalog: Catalog, entry: CatalogEntry, name: str, fmt: str, groups: tuple[str, ...]
 ) -> SignalPattern:
-    regex = format_regex(fmt, list(groups)) + (r"\b" if word_end else "")
+    regex = format_regex(fmt, list(groups))
     priority = entry.priority if entry.priority is not None else CLASS_PRIORITY.get(entry.error_type or "", 0)
     fields: dict[str, Any] = {
         "name": name,

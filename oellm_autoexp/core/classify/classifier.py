@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from oellm_autoexp.core.classify import matcher
-from oellm_autoexp.core.classify.blocks import DECIDERS
+from oellm_autoexp.core.classify.blocks import decide
 from oellm_autoexp.core.classify.catalog import CLASS_PRIORITY
 from oellm_autoexp.core.classify.keyword_index import (
     Entry,
@@ -87,8 +87,7 @@ def _match_line(
             last_hit[pattern.name] = line_no
         error_type, role, priority = pattern.error_type, pattern.role, pattern.priority
         if pattern.decide is not None:  # the line's fields give the class (core/classify/blocks.py)
-            error_type = DECIDERS[pattern.decide](body)
-            role = role if error_type is not None else "info"
+            error_type, role = decide(pattern, body)
             priority = max(priority, CLASS_PRIORITY.get(error_type or "", 0))
         signals.append(
             Signal(

@@ -54,7 +54,7 @@ def signal_number(name: str) -> int | None:
 _RETURN_CODE = re.compile(r"exits with return code = (?P<code>-?\d+)")
 _SPAWN_SIGNAL = re.compile(r"terminated with signal (?P<name>SIG[A-Z0-9]+)")
 _SPAWN_EXIT = re.compile(r"terminated with exit code (?P<code>\d+)")
-_MPI_SIGNAL = re.compile(r"exited on signal (?P<num>\d+)")
+_MPI_SIGNAL = re.compile(r"(?:exited on |^)signal (?P<num>\d+)")  # `^`: the line wrapped before `signal`
 _HYDRA_EXIT = re.compile(r"EXIT CODE: (?P<code>\d+)")
 _HYDRA_SIGNAL = re.compile(r"EXIT STRING: .*\(signal (?P<num>\d+)\)")
 

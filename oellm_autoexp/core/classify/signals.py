@@ -45,6 +45,7 @@ Decider = Literal[
     "loss_scale_value",
     "launcher_exit",
     "slurm_refusal",
+    "xid_code",  # the Xid number the line names, looked up in the pattern's `codes` table
 ]
 
 MIN_KEYWORD_LEN = 3  # shorter literals filter too little to be worth a prefilter entry
@@ -76,6 +77,9 @@ class SignalPattern(BaseModel):
     # A parser of core/classify/blocks.py (DECIDERS) whose reading of the line's fields gives the
     # class instead of `error_type`; when it gives none, the hit is info (never a cause).
     decide: Decider | None = None
+    # For `decide: xid_code`: the class and role of each Xid code (catalogs/xid.yaml, read by
+    # its resolution column); a code not listed is the GPU's (core/classify/blocks.py XID_UNLISTED).
+    codes: dict[int, tuple[str | None, Role]] | None = None
     description: str = ""
 
     _compiled: re.Pattern[str] = PrivateAttr()

@@ -7,6 +7,7 @@ import pytest
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
 from oellm_autoexp.core.classify.blocks import (
     ElasticFailure,
+    decide_xid_code,
     elastic_cause,
     elastic_root,
     expand_tasks,
@@ -17,6 +18,7 @@ from oellm_autoexp.core.classify.blocks import (
     srun_task_cause,
     stepd_cause,
     xid_cause,
+    xid_root_code,
 )
 from oellm_autoexp.core.classify.classifier import classify_lines
 from oellm_autoexp.core.classify.root_cause import log_cause
@@ -213,3 +215,28 @@ def test_the_widened_catalogs_let_the_fields_decide(line: str, expected: str | N
     """Exit codes, signal names and loss-scale values decide (issue #26's catalogs from the emitters)."""
     cause = log_cause(classify_lines([line], load_patterns(["megatron_production"])))
     assert (cause.error_type if cause is not None else None) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ("May 10 22:25:01 gpu7 kernel: [176830.774761] NVRM: Xid (0000:03:00): 13, 0003 00000000", 13),  # no `PCI:`
+        ("[Fri Aug  9 13:32:56 2024] NVRM: Xid (PCI:0000:00:08): 94, pid='<unknown>', name=<unknown>, Contained", 94),
+        ("NVRM: Xid (PCI:0000:dc:00): 45, pid=1, name=python3, Ch 00000001 caused by previous Xid 149", 149),
+        ("ErrorCode:DCGM_FR_XID_ERROR GPU:4 Detected XID 31 for GPU 4 Please consult the documentation", 31),
+        ("XidCriticalError: Xid=48 on Device=GPU-d23d91a3; marking device as unhealthy.", 48),
+        ("NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x22:0x56:894)", None),
+    ],
+)  # fmt: skip
+def test_the_xid_code_is_read_in_every_form_it_is_printed(line: str, code: int | None) -> None:
+    """The driver's line (old and new bus-id forms), a later Xid's cause, DCGM's and the device plugin's reports."""
+    assert xid_root_code(line) == code
+
+
+def test_an_xid_code_takes_its_row_and_an_unlisted_one_is_the_gpus() -> None:
+    """decide_xid_code: the row's class and role; a code without a row is gpu_hardware; no code is info."""
+    codes = {13: ("cuda_error", "root"), 63: (None, "info")}
+    assert decide_xid_code("NVRM: Xid (PCI:0000:01:00): 13, pid=1", codes) == ("cuda_error", "root")
+    assert decide_xid_code("NVRM: Xid (PCI:0000:01:00): 63, pid=1", codes) == (None, "info")
+    assert decide_xid_code("NVRM: Xid (PCI:0000:01:00): 57, pid=1", codes) == ("gpu_hardware", "root")
+    assert decide_xid_code("no xid here", codes) == (None, "info")

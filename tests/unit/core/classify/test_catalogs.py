@@ -39,7 +39,7 @@ CASES = [(name, i, entry) for name, catalog in CATALOGS.items() for i, entry in 
 def test_every_catalog_is_used_by_the_shipped_patterns() -> None:
     """base.yaml lists every shipped catalog, so each one's patterns are in the default set."""
     names = set(PATTERNS.names())
-    unused = [name for name in NAMES if f"{name}.1" not in names]
+    unused = [name for name in NAMES if f"{name}.1" not in names and name not in names]
     assert NAMES and unused == []
 
 
@@ -47,8 +47,14 @@ def test_every_catalog_is_used_by_the_shipped_patterns() -> None:
 def test_every_entry_classifies_as_listed(catalog: str, index: int, entry: CatalogEntry) -> None:
     """The entry's example gives its class as the cause (or none for info/teardown), by its own pattern."""
     signals = classify_lines([entry.example], PATTERNS)
-    own = [s for s in signals if s.pattern in (f"{catalog}.{index}", f"{catalog}.{index}b")]
+    own_name = catalog if entry.xid is not None else f"{catalog}.{index}"  # all xid rows: one pattern
+    own = [s for s in signals if s.pattern == own_name]
     assert own, f"{catalog}.{index}: its own pattern does not match {entry.example!r}"
+    if entry.xid is not None:  # the row itself decides the code's class and role
+        listed = entry.role in ("root", "cascade") and not entry.teardown
+        assert (own[0].error_type, own[0].role) == (
+            (entry.error_type, entry.role) if listed else (None, "info")
+        )
     cause = log_cause(signals)
     if entry.role in ("root", "cascade") and not entry.teardown:
         assert cause is not None and cause.error_type == entry.error_type, (entry.example, cause)
@@ -86,20 +92,46 @@ def test_a_format_without_a_long_literal_is_refused() -> None:
         CatalogEntry(format="%s: %d", example="a: 1", error_type="oom")
 
 
-def test_an_xid_entry_also_matches_the_later_xid_it_caused() -> None:
-    """`caused by previous Xid 79` takes Xid 79's class: the earlier Xid is the root."""
+def test_all_xid_rows_are_one_pattern_that_reads_the_code() -> None:
+    """One pattern for the whole table; `caused by previous Xid 13` takes 13's row, 130 (no row) is the GPU's."""
     catalog = Catalog(
         name="t",
         source="s",
         version="v",
-        entries=[CatalogEntry(xid=79, example="x", error_type="gpu_hardware")],
+        entries=[
+            CatalogEntry(xid=79, example="x", error_type="gpu_hardware"),
+            CatalogEntry(xid=45, example="x", error_type="gpu_hardware", role="cascade"),
+            CatalogEntry(xid=13, example="x", error_type="cuda_error"),
+            CatalogEntry(xid=63, example="x", role="info"),
+        ],
     )
     patterns = catalog_patterns(catalog)
-    assert [p.name for p in patterns] == ["t.1", "t.1b"]
-    assert patterns[1].compiled.search(
-        "NVRM: Xid (PCI:0000:dc:00): 45, pid=1, Ch 1 caused by previous Xid 79"
-    )
-    assert not patterns[1].compiled.search("caused by previous Xid 790")
+    assert [p.name for p in patterns] == ["t"]
+    reading = {line: [(s.error_type, s.role) for s in classify_lines([line], patterns)] for line in XID_FORMS}
+    assert reading == XID_FORMS
+
+
+# Each form an Xid is printed in (quoted forms: tests/corpus/xid.yaml), read by the table above.
+XID_FORMS = {
+    "NVRM: Xid (PCI:0000:dc:00): 45, pid=1, name=python3, Ch 00000001 caused by previous Xid 79": [("gpu_hardware", "root")],
+    "NVRM: Xid (PCI:0000:dc:00): 45, pid=1, name=python3, Ch 00000001 caused by previous Xid 13": [("cuda_error", "root")],
+    "NVRM: Xid (PCI:0000:dc:00): 45, pid=1, name=python3, Ch 00000001 caused by previous Xid 130": [("gpu_hardware", "root")],
+    "NVRM: Xid (PCI:0000:dc:00): 45, pid=1, name=python3, Ch 00000001": [("gpu_hardware", "cascade")],
+    "[ 1843.308145] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=python, Graphics Exception": [("cuda_error", "root")],
+    "[Fri Aug  9 13:32:56 2024] NVRM: Xid (PCI:0000:3b:00): 63, pid=1, name=python, Row Remapper": [(None, "info")],
+    "May 10 22:25:01 gpu7 kernel: [176830.774761] NVRM: Xid (0000:03:00): 13, 0003 00000000": [("cuda_error", "root")],
+    "GPU:4 PCI:0000:c4:00.0 Detected XID 31 for GPU 4 Please consult the documentation": [("gpu_hardware", "root")],
+    "XidCriticalError: Xid=79 on Device=GPU-d23d91a3; marking device as unhealthy.": [("gpu_hardware", "root")],
+    "DCGM_FR_XID_ERROR Detected XID 13 for GPU 0": [("cuda_error", "root")],
+    "NVRM: GPU at PCI:0000:01:00: GPU-af4f89ae-d08b-1b53-9938-c9ed209a3513": [],
+}  # fmt: skip
+
+
+def test_the_xid_pattern_names_the_node_of_a_syslog_line() -> None:
+    """`host kernel: NVRM: Xid ...`: the host is the node to blame (core/decide/node_blame.py reads `xid`)."""
+    line = "Dec  2 11:38:47 worker4 kernel: [  219.470994] NVRM: Xid (PCI:0000:07:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error (DBE)"
+    (signal,) = [s for s in classify_lines([line], PATTERNS) if s.pattern == "xid"]
+    assert (signal.groups.get("node"), signal.error_type) == ("worker4", "gpu_hardware")
 
 
 def test_a_broken_catalog_is_one_clear_error(tmp_path) -> None:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+from oellm_autoexp.core.classify.classifier import classify_lines
 from oellm_autoexp.core.classify.exit_reports import (
     decide_launcher_exit,
     decide_slurm_refusal,
     signal_class,
     signal_number,
 )
+from oellm_autoexp.core.classify.root_cause import log_cause
 
 
 @pytest.mark.parametrize(
@@ -27,6 +30,7 @@ from oellm_autoexp.core.classify.exit_reports import (
         ("process 1 terminated with signal SIGTERM", None),
         ("process 0 terminated with exit code 1", "exception"),
         ("mpirun noticed that process rank 1 with PID 42 on node n1 exited on signal 9 (Killed).", "killed"),
+        ("signal 11 (Segmentation fault).", "segfault"),  # the same line wrapped before `signal`
         (
             "prterun noticed that process rank 0 with PID xxxx on node n1 exited on signal 11 (Segmentation fault).",
             "segfault",
@@ -81,3 +85,13 @@ def test_signal_helpers_know_names_and_numbers() -> None:
     assert signal_class(9) == "killed"
     assert signal_class(15) is None
     assert signal_class(999) is None
+
+
+def test_a_wrapped_mpi_exit_line_is_read_from_its_second_half() -> None:
+    """PRRTE's `... exited on` / `signal 9 (Killed).` split by a narrow terminal: the second line decides,
+    and only right after the first (a bare `signal 9 (...)` elsewhere is nothing)."""
+    patterns = load_patterns(["megatron_production"])
+    head = "prterun noticed that process rank 0 with PID 3927 on node c1 exited on"
+    cause = log_cause(classify_lines(["-" * 20, head, "signal 9 (Killed).", "-" * 20], patterns))
+    assert cause is not None and (cause.error_type, cause.pattern) == ("killed", "mpi_exit_wrapped_signal")
+    assert log_cause(classify_lines(["signal 9 (Killed).", head], patterns)) is None
