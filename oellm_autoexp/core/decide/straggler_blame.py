@@ -36,11 +36,13 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from oellm_autoexp.core.classify.classifier import PER_RANK_PATTERNS
 from oellm_autoexp.core.classify.prefixes import torch_rank
 from oellm_autoexp.core.classify.signals import Signal
 
-# config/monitoring/base.yaml: the watchdog's timeout line and its `Timeout at NCCL work` line.
-WATCHDOG_PATTERNS = frozenset({"nccl_watchdog_timeout", "nccl_timeout_work"})
+# config/monitoring/base.yaml: the watchdog's timeout line and its `Timeout at NCCL work` line
+# (the classifier keeps the first of each per rank past its signal cap).
+WATCHDOG_PATTERNS = PER_RANK_PATTERNS
 # The share of the world that must have printed a timeout line before the ranks that did not
 # count as missing (three in four: one node of four may be the silent one; node_blame's share
 # guard then keeps the blame to a few nodes). Peers that entered the collective within seconds
