@@ -168,7 +168,7 @@ def _from_stragglers(signals: list[Signal], allocation: Sequence[str], layout: i
     Only for a hang: when the log holds a root cause (a crash, an OOM, a GPU fault), the rank it
     killed leaves the same hole in the watchdog lines, and that cause (or its own blame) decides.
     """
-    if layout is None or any(_is_root(s) for s in signals):
+    if layout is None or not allocation or any(_is_root(s) for s in signals):
         return []
     out = []
     for straggler in stragglers(signals, world_size=layout * len(allocation)):
