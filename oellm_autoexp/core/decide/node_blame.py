@@ -186,7 +186,8 @@ HANG_ERROR_TYPES = frozenset({"hang", "nccl_timeout"})
 
 
 def _is_root(signal: Signal) -> bool:
-    return signal.role == "root" and signal.is_fatal and signal.error_type not in HANG_ERROR_TYPES | {None}
+    """A cause of its own, a catch-all exception line too: a rank that raised and died is silent."""
+    return signal.role == "root" and signal.is_cause_candidate and signal.error_type not in HANG_ERROR_TYPES
 
 
 def _from_slurm(unhealthy: Iterable[NodeHealth]) -> list[Blame]:

@@ -135,9 +135,16 @@ def test_stragglers_on_many_nodes_are_a_job_wide_event() -> None:
     assert result.withheld is not None and "evidence names 3 of 8 nodes" in result.withheld
 
 
-def test_a_root_cause_in_the_log_leaves_the_hole_to_that_cause() -> None:
-    """Rank 9 died of an OOM; the peers' watchdog lines miss it, but the OOM is the cause, not its node."""
-    lines = [LAYOUT, "[rank9]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+@pytest.mark.parametrize(
+    "root",
+    [
+        "[rank9]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "[rank9]: KeyError: 'input_ids'",  # a catch-all exception line: the rank raised and died
+    ],
+)
+def test_a_root_cause_in_the_log_leaves_the_hole_to_that_cause(root: str) -> None:
+    """Rank 9 died of its own error; the peers' watchdog lines miss it, but that error is the cause."""
+    lines = [LAYOUT, root]
     for rank in range(16):
         if rank != 9:
             lines += torch25(rank, 1580)
