@@ -10,7 +10,11 @@ the process group's timeout has passed (torch/csrc/distributed/c10d/ProcessGroup
     [rank5]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 5] Timeout at NCCL work: 1580,
         last enqueued NCCL work: 1580, last completed NCCL work: 1579.
 
-(each one line in the log). `SeqNum` counts the collectives of one process group, the same on
+(each one line in the log; torch 2.3-2.5; the second line's group prefix is `[PG 0 (default_pg)
+Rank 5]` in 2.4 and `[PG ID 0 PG GUID 0(default_pg) Rank 5]` from 2.5). torch 2.6 and later
+(2.11 measured on our GPUs) print `[PG ID 0 PG GUID 0(default_pg) Rank 5]  failure detected by
+watchdog at work sequence id: 1580 PG status: last enqueued work: 1580, last completed work:
+1579` instead of the second line. `SeqNum` counts the collectives of one process group, the same on
 every rank of an SPMD program. A rank that never reached the collective the others wait in
 leaves one of two marks:
 - behind: its own pending collective is older (it times out on SeqNum 1579 while the rest time
@@ -40,8 +44,9 @@ from oellm_autoexp.core.classify.classifier import PER_RANK_PATTERNS
 from oellm_autoexp.core.classify.prefixes import torch_rank
 from oellm_autoexp.core.classify.signals import Signal
 
-# config/monitoring/base.yaml: the watchdog's timeout line and its `Timeout at NCCL work` line
-# (the classifier keeps the first of each per rank past its signal cap).
+# config/monitoring/base.yaml: the watchdog's timeout line, its `Timeout at NCCL work` line and
+# the newer `failure detected by watchdog` line (the classifier keeps the first of each per rank
+# past its signal cap).
 WATCHDOG_PATTERNS = PER_RANK_PATTERNS
 # The share of the world that must have printed a timeout line before the ranks that did not
 # count as missing (three in four: one node of four may be the silent one; node_blame's share

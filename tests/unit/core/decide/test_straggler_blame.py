@@ -1,10 +1,11 @@
 """A hung collective's broken node named from torch's own NCCL watchdog lines.
 
 The lines are torch's formats (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp,
-`WorkNCCL::checkTimeout` and `watchdogHandler`), as public logs show them: torch 2.3
-(`[Rank R] Watchdog caught ...` and `[PG 0 Rank R] Timeout at NCCL work ...`) and torch 2.5 and
-later (both lines behind `[PG ID 0 PG GUID 0(default_pg) Rank R]`); each behind the `[rankN]:`
-prefix torch puts on every line of a rank.
+`WorkNCCL::checkTimeout` and the watchdog loop), as logs show them: torch 2.3 (`[Rank R]
+Watchdog caught ...`, `[PG 0 Rank R] Timeout at NCCL work ...`), 2.4-2.5 (the group's prefix
+`[PG ID 0 PG GUID 0(default_pg) Rank R]` on the second line) and 2.6 and later (`failure detected
+by watchdog at work sequence id`, our own torch 2.11 run); each behind the `[rankN]:` prefix torch
+puts on every line of a rank.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from oellm_autoexp.core.classify.classifier import classify_lines
 from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.node_blame import blame_nodes
 from oellm_autoexp.core.decide.straggler_blame import rank_timeouts, stragglers
+from tests.paths import REPO
 
 ALLOC = ("gpu01", "gpu02", "gpu03", "gpu04")  # 4 ranks per node: 16 ranks
 LAYOUT = "autoexp: rank layout: 4 ranks per node (node rank = SLURM_NODEID)"
@@ -34,24 +36,39 @@ def torch23(rank: int, seq: int, enqueued: int | None = None) -> list[str]:
     ]
 
 
-def torch25(rank: int, seq: int, enqueued: int | None = None, pg: str = "0 PG GUID 0(default_pg)",
+def torch25(rank: int, seq: int, enqueued: int | None = None, pg: str = "ID 0 PG GUID 0(default_pg)",
             group_rank: int | None = None) -> list[str]:  # fmt: skip
-    """torch 2.5 and later: both lines behind the process group's prefix."""
-    prefix = f"[PG ID {pg} Rank {rank if group_rank is None else group_rank}]"
+    """torch 2.4-2.5: `[Rank R]` (the rank in the group) on the watchdog line, the group's prefix
+    (`[PG 0 (default_pg) Rank R]`, 2.5: `[PG ID 2 PG GUID 3 Rank R]`) on the others."""
+    own = rank if group_rank is None else group_rank
     stamp = "[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp"
     return [
-        f"[rank{rank}]:{stamp}:632] {prefix} Watchdog caught collective operation timeout: "
+        f"[rank{rank}]:{stamp}:607] [Rank {own}] Watchdog caught collective operation timeout: "
         f"WorkNCCL(SeqNum={seq}, {WORK}) ran for 600017 milliseconds before timing out.",
-        f"[rank{rank}]:{stamp}:1664] {prefix} Exception (either an error or timeout) detected by watchdog "
-        f"at work: {seq}, last enqueued NCCL work: {enqueued or seq}, last completed NCCL work: {seq - 1}.",
-        f"[rank{rank}]:{stamp}:1834] {prefix} Timeout at NCCL work: {seq}, last enqueued NCCL work: "
+        f"[rank{rank}]:{stamp}:1664] [PG {pg} Rank {own}] Exception (either an error or timeout) detected by "
+        f"watchdog at work: {seq}, last enqueued NCCL work: {enqueued or seq}, last completed NCCL work: {seq - 1}.",
+        f"[rank{rank}]:{stamp}:1834] [PG {pg} Rank {own}] Timeout at NCCL work: {seq}, last enqueued NCCL work: "
         f"{enqueued or seq}, last completed NCCL work: {seq - 1}.",
-        f"[rank{rank}]:{stamp}:621] [Rank {rank}] Some NCCL operations have failed or timed out. Due to the "
+        f"[rank{rank}]:{stamp}:621] [Rank {own}] Some NCCL operations have failed or timed out. Due to the "
         "asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
     ]
 
 
-FORMATS = pytest.mark.parametrize("fmt", [torch23, torch25], ids=["torch2.3", "torch2.5"])
+def torch211(rank: int, seq: int, enqueued: int | None = None) -> list[str]:
+    """torch 2.6 and later (these from torch 2.11 on 2x H100, tests/fixtures/logs/gpu_monitor/hang_pg30.log):
+    `failure detected by watchdog at work sequence id` instead of `Timeout at NCCL work`."""
+    stamp = "[E1123 08:38:46.549946731 ProcessGroupNCCL.cpp"
+    return [
+        f"[rank{rank}]:{stamp}:689] [Rank {rank}] Watchdog caught collective operation timeout: "
+        f"WorkNCCL(SeqNum={seq}, {WORK}) ran for 30073 milliseconds before timing out.",
+        f"[rank{rank}]:{stamp}:2303] [PG ID 0 PG GUID 0(default_pg) Rank {rank}]  failure detected by watchdog at "
+        f"work sequence id: {seq} PG status: last enqueued work: {enqueued or seq}, last completed work: {seq - 1}",
+    ]
+
+
+FORMATS = pytest.mark.parametrize(
+    "fmt", [torch23, torch25, torch211], ids=["torch2.3", "torch2.5", "torch2.11"]
+)
 Fmt = Callable[..., list[str]]
 
 
@@ -155,7 +172,7 @@ def test_a_sub_group_counts_by_global_rank() -> None:
     """In a sub-group (`PG ID 2`), `Rank N` is the rank in the group: the `[rankN]:` prefix is used."""
     lines = [LAYOUT]
     for rank in range(16):
-        lines += torch25(rank, 31 if rank // 4 == 3 else 32, pg="2 PG GUID 3", group_rank=rank % 4)
+        lines += torch25(rank, 31 if rank // 4 == 3 else 32, pg="ID 2 PG GUID 3", group_rank=rank % 4)
     signals = classify(lines)
     assert {t.rank for t in rank_timeouts(signals)} == set(range(16))
     assert blame_nodes(signals, ALLOC).nodes == ("gpu04",)
@@ -163,7 +180,7 @@ def test_a_sub_group_counts_by_global_rank() -> None:
 
 def test_a_group_rank_without_a_global_prefix_is_not_taken() -> None:
     """No `[rankN]:` prefix and a sub-group's `[PG ID 2 ...Rank 1]`: that rank is no global rank."""
-    line = torch25(9, 32, pg="2 PG GUID 3", group_rank=1)[2].split(":", 1)[1]
+    line = torch25(9, 32, pg="ID 2 PG GUID 3", group_rank=1)[2].split(":", 1)[1]
     assert rank_timeouts(classify([line])) == []
 
 
@@ -172,3 +189,12 @@ def test_missing_ranks_need_the_world_size() -> None:
     signals = log(torch25, {r: 1580 for r in range(16) if r != 5})
     assert stragglers(signals) == ()
     assert [s.rank for s in stragglers(signals, world_size=16)] == [5]
+
+
+def test_our_own_two_gpu_hang_shows_the_silent_rank_but_names_no_node() -> None:
+    """torch 2.11 on 2x H100, rank 1 stopped: rank 0 printed its watchdog lines, rank 1 none. One
+    rank of two heard from is too few to call the other silent, and one node is all there is."""
+    lines = (REPO / "tests/fixtures/logs/gpu_monitor/hang_pg30.log").read_text().splitlines()
+    signals = classify(lines)
+    assert [(t.rank, t.pg, t.seq, t.last_enqueued) for t in rank_timeouts(signals)] == [(0, "0", 469, 469)]
+    assert stragglers(signals, world_size=2) == ()
