@@ -37,6 +37,12 @@ from oellm_autoexp.core.classify.signals import PatternSet, Signal, SignalPatter
 
 MAX_LINE_CHARS = 4000  # a Signal keeps at most this much of its line
 MAX_KEPT_SIGNALS = 10_000  # a Classifier keeps the first N non-progress signals
+# torch's NCCL watchdog lines (config/monitoring/base.yaml): every rank of a hung collective prints
+# them, so on a job of thousands of ranks they pass MAX_KEPT_SIGNALS; the first of each per rank is
+# kept past it (up to MAX_PER_RANK_SIGNALS), so that node blame can see which ranks never printed
+# one (core/decide/straggler_blame.py).
+PER_RANK_PATTERNS = frozenset({"nccl_watchdog_timeout", "nccl_timeout_work", "nccl_watchdog_failure"})
+MAX_PER_RANK_SIGNALS = 2 * 131_072
 
 
 class ProgressMark(NamedTuple):
@@ -289,7 +295,8 @@ class Classifier:
         self._last_hit: dict[str, int] = {}
         self._partial = ""
         self.lines_seen = 0
-        self.signals: list[Signal] = []  # root/cascade/info, first max_signals of them
+        self.signals: list[Signal] = []  # root/cascade/info, first max_signals of them (+ per rank)
+        self._per_rank: set[tuple[str, int]] = set()  # (pattern, rank) of PER_RANK_PATTERNS kept
         self.dropped_signals = 0  # non-progress signals past max_signals
         self.progress_count = 0
         self.last_progress: Signal | None = None
@@ -393,7 +400,16 @@ class Classifier:
             if value is not None and value.isdigit():
                 self.last_iteration = int(value)
             return
-        if len(self.signals) < self._max_signals:
-            self.signals.append(signal)
+        key = (signal.pattern, signal.rank) if signal.pattern in PER_RANK_PATTERNS else None
+        if len(self.signals) < self._max_signals or self._first_of_rank(key):
+            self.signals.append(signal)  # past the cap only the first watchdog line of each rank
         else:
             self.dropped_signals += 1
+            return
+        if key is not None and key[1] is not None:
+            self._per_rank.add((key[0], key[1]))
+
+    def _first_of_rank(self, key: tuple[str, int | None] | None) -> bool:
+        if key is None or key[1] is None or len(self._per_rank) >= MAX_PER_RANK_SIGNALS:
+            return False
+        return (key[0], key[1]) not in self._per_rank

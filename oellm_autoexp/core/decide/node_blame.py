@@ -11,6 +11,9 @@ Evidence that names one node for a reason of its own:
   mlx5_0:1 Got non-fatal async event: port error(10)`): only the node that owns the port or HCA
   prints it, and NCCL's prefix names that host. Never NCCL's completion errors (`Got completion
   from peer ... status=12`): both ends of a broken connection print them;
+- torch's NCCL watchdog lines of a hang: the ranks the others waited on (behind the majority's
+  collective, or silent while nearly every other rank printed; core/decide/straggler_blame.py),
+  through the same rank layout, and only while the log holds no root cause of its own;
 - a node Slurm itself reports DRAIN/DOWN/FAIL (core/jobs/slurm_nodes.py);
 - the node lists of a job the cluster requeued after a node failure (`sacct --duplicates`):
   the nodes common to every NODE_FAIL run.
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 
 from oellm_autoexp.core.classify.prefixes import torch_rank
 from oellm_autoexp.core.classify.signals import Signal
+from oellm_autoexp.core.decide.straggler_blame import stragglers
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth, RunNodes
 
@@ -155,7 +159,35 @@ def _from_signals(signals: Iterable[Signal], allocation: Sequence[str]) -> list[
                 how = f" (rank {rank}, {layout} ranks per node: node {rank // layout} of the allocation)"
         if node is not None:
             out.append(Blame(node, f"{_where(signal)}: {signal.line.strip()}{how}", "log"))
+    return out + _from_stragglers(signals, allocation, layout)
+
+
+def _from_stragglers(signals: list[Signal], allocation: Sequence[str], layout: int | None) -> list[Blame]:
+    """The nodes of the ranks a hung collective waited on (core/decide/straggler_blame.py).
+
+    Only for a hang: when the log holds a root cause (a crash, an OOM, a GPU fault), the rank it
+    killed leaves the same hole in the watchdog lines, and that cause (or its own blame) decides.
+    """
+    if layout is None or not allocation or any(_is_root(s) for s in signals):
+        return []
+    out = []
+    for straggler in stragglers(signals, world_size=layout * len(allocation)):
+        node = node_of_rank(straggler.rank, allocation, layout)
+        if node is None:
+            continue
+        where = f"{_where(straggler.signal)}: " if straggler.signal is not None else ""
+        how = f" ({layout} ranks per node: node {straggler.rank // layout} of the allocation)"
+        out.append(Blame(node, f"{where}{straggler.reason}{how}", "log"))
     return out
+
+
+# A hang's own lines (the heartbeat monitor's, a timeout) are no other cause: they leave the hole.
+HANG_ERROR_TYPES = frozenset({"hang", "nccl_timeout"})
+
+
+def _is_root(signal: Signal) -> bool:
+    """A cause of its own, a catch-all exception line too: a rank that raised and died is silent."""
+    return signal.role == "root" and signal.is_cause_candidate and signal.error_type not in HANG_ERROR_TYPES
 
 
 def _from_slurm(unhealthy: Iterable[NodeHealth]) -> list[Blame]:

@@ -64,6 +64,10 @@ class Judge:
     names: Names = field(init=False)
     cache: dict[tuple[str, int, bool, int], Case] = field(default_factory=dict)
     replays: int = 0
+    # Blame per (family, variant, start-up, lines read, outcome): the poll phases of one variant
+    # render the same texts in the same order (only their times differ), so the same lines read
+    # give the same blame; a hang's watchdog cascade on 16k ranks is worth classifying once.
+    blames: dict[tuple[str, int, bool, int, Outcome], tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.names = names_for(self.settings.nodes)
@@ -88,16 +92,24 @@ class Judge:
         outcome = replace(last.judgement.outcome, nodes=len(self.names.allocation))
         # Blame sees every signal read by the verdict, info lines too (the rank layout), as the
         # monitor's judge step does with its classifier's signals.
-        read = [line for line, at in zip(seen.lines, seen.times_s, strict=True) if at <= last.at_s]
-        signals = classify_lines(read, self.setup.patterns)
-        blame = blame_for(self.setup.policy, outcome, signals, self.names.allocation)
+        read = sum(1 for at in seen.times_s if at <= last.at_s)
+        blame = self._blame((family, variant, at_startup, read, outcome), seen.lines[:read])
         return Case(
             detect_s=max(last.at_s - seen.fault_at_s, 0.0),
             outcome=outcome,
-            blamed=blame.nodes,
+            blamed=blame,
             cause=outcome.error_type or outcome.kind.value,
             replay_reason=last.judgement.decision.reason,
         )
+
+    def _blame(self, key: tuple[str, int, bool, int, Outcome], read: tuple[str, ...]) -> tuple[str, ...]:
+        found = self.blames.get(key)
+        if found is None:
+            signals = classify_lines(read, self.setup.patterns)
+            found = self.blames[key] = blame_for(
+                self.setup.policy, key[4], signals, self.names.allocation
+            ).nodes
+        return found
 
 
 @dataclass

@@ -92,9 +92,10 @@ def render(
     for spec in variant.lines:
         if (spec.nccl_debug and not nccl_debug) or (at_startup and not spec.at_startup):
             continue
-        for r in range(spec.repeat):
+        peers = _all_peers(len(names.allocation), ranks_per_node, faulty_rank) if spec.all_peers else None
+        for prank in peers if peers is not None else range(PEER_RANK, PEER_RANK + spec.repeat):
             text = _fill(spec.text, {"node": names.node, "peer": names.peer, "job": JOB_ID,
-                                     "rank": str(faulty_rank), "prank": str(PEER_RANK + r),
+                                     "rank": str(faulty_rank), "prank": str(prank),
                                      "task": "0", "ptask": str(len(names.allocation) - 1)})  # fmt: skip
             timed.append((fault_at + spec.after_s, text))
     timed.sort(key=lambda item: item[0])  # stable: lines of one time keep their order
@@ -111,6 +112,13 @@ def render(
         slurm=SlurmView(running_at_s=0.0, end_at_s=end_at, end=end),
         fault_at_s=fault_at,
     )
+
+
+def _all_peers(nodes: int, ranks_per_node: int, faulty_rank: int) -> range | list[int]:
+    """Every rank but the faulty node's (node 0: ranks 0..N-1); on one node, every rank but the faulty one."""
+    if nodes > 1:
+        return range(ranks_per_node, nodes * ranks_per_node)
+    return [r for r in range(ranks_per_node) if r != faulty_rank]
 
 
 def _fill(text: str, values: dict[str, str]) -> str:

@@ -30,6 +30,10 @@ class LineSpec(_Model):
     after_s: float = Field(ge=0)
     text: str
     repeat: int = Field(default=1, ge=1)  # printed by this many ranks (the peers' cascade)
+    # Printed by every rank of the job but the faulty node's (`repeat` is then ignored): a hung
+    # collective's watchdog line, which every rank that reached the collective prints, while the
+    # faulty node's ranks, which never reached it, print none (core/decide/straggler_blame.py).
+    all_peers: bool = False
     # NCCL's own line (`host:pid:tid [dev] file:line NCCL WARN ...`): printed only when the job
     # runs with NCCL_DEBUG=WARN or more, as our multi-node script sets it (upstream's log has none).
     nccl_debug: bool = False

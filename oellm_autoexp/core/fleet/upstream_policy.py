@@ -21,6 +21,7 @@ Facts about github:OpenEuroLLM/oellm-autoexp (read at branch prod/oellm_32b_dens
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -129,8 +130,12 @@ class UpstreamPolicy:
             t += poll_s
 
 
+@functools.lru_cache(maxsize=64)
 def _first_event(text: str) -> tuple[str, str] | None:
-    """The first event in list order whose pattern is in `text` (upstream's order, not the log's)."""
+    """The first event in list order whose pattern is in `text` (upstream's order, not the log's).
+
+    Cached: the poll phases of one variant read the same chunk (a hang's watchdog cascade on every
+    rank of a 16k-GPU job is one 4 MB poll, searched once per pattern)."""
     for name, regex, action in _COMPILED:
         if regex.search(text):
             return name, action

@@ -527,3 +527,17 @@ def test_missing_include_is_a_user_error() -> None:
         UserError, match=r"mine.yaml: include: nope: pattern file not found \(known pattern sets: .*base"
     ):
         pattern_set_from_mapping({"include": ["nope"]}, "mine.yaml")
+
+
+def test_past_the_cap_each_rank_s_first_watchdog_line_is_kept() -> None:
+    """A 16k-rank hang passes the cap; one watchdog line per rank is still kept for straggler blame."""
+    classifier = Classifier(load_patterns(), max_signals=3)
+    lines = [
+        f"[rank{r}]:[E ProcessGroupNCCL.cpp:574] [Rank {r}] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600029 milliseconds"
+        for r in (0, 1, 2, 3, 4, 4, 5)
+    ]
+    classifier.feed([*lines, "ncclRemoteError: peer gone"])
+    kept = [s.rank for s in classifier.signals if s.pattern == "nccl_watchdog_timeout"]
+    assert kept == [0, 1, 2, 3, 4, 5]  # the repeat of rank 4 and the remote error are dropped
+    assert classifier.dropped_signals == 2
