@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -43,13 +44,28 @@ def main() -> None:
             json.dumps({"world_size": world, "node_ranks": [int(t) for t in gathered], "weights": weights})
         )
     # gloo aborts a rank ("terminate called without an active exception", ~1 run in 12) whose
-    # peer exits while it still tears down: barrier, destroy, then wait until all have destroyed.
+    # peer exits while it still tears down, and a std::thread destructor at interpreter exit can do
+    # the same after a clean destroy (seen once in ~60 CI runs). So: barrier, destroy, wait until
+    # every rank destroyed its group, let the other ranks leave before rank 0 (whose process hosts
+    # the store), and leave with os._exit so no C++ destructor runs after the work is done.
     dist.barrier()
     store = dist.distributed_c10d._get_default_store()
     dist.destroy_process_group()
-    store.add("ddp_script_exit", 1)
+    store.add("ddp_script_destroyed", 1)
+    _wait_until(store, "ddp_script_destroyed", world)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if rank != 0:
+        store.add("ddp_script_leaving", 1)
+        os._exit(0)
+    _wait_until(store, "ddp_script_leaving", world - 1)
+    os._exit(0)
+
+
+def _wait_until(store, key: str, count: int) -> None:
+    """Wait up to 30 s until the store's counter `key` reaches `count`."""
     deadline = time.monotonic() + 30
-    while store.add("ddp_script_exit", 0) < world and time.monotonic() < deadline:
+    while store.add(key, 0) < count and time.monotonic() < deadline:
         time.sleep(0.01)
 
 
