@@ -38,6 +38,7 @@ from oellm_autoexp.core.decide.policy import (
     RestartRecord,
     decide,
 )
+from oellm_autoexp.core.decide.recurring_blame import named_before, network_named, recurring_blame
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.job_status import JobStatus
@@ -189,6 +190,12 @@ def judge(
     outcome = outcome_of(verdict, user_cancelled=user_cancelled, early_exit_is_end=early_exit_is_end)
     outcome = replace(outcome, nodes=len(allocation))  # a rule may depend on the job's size
     blame = blame_for(policy, outcome, signals, allocation, unhealthy)
+    named = network_named(signals, allocation, outcome.error_type)
+    if not blame.blamed and named and history.restarts:
+        # A node NCCL's network errors named in an earlier failure too (recurring_blame.py).
+        before = named_before(history.restarts, verdict.now_s)
+        again = recurring_blame(named, before, len(allocation), blame_share(policy, outcome))
+        blame = again if again.blamed or again.withheld else blame
     decision = decide(policy, outcome, history, verdict.now_s, blamed=blame.nodes)
     failed_load = None
     if outcome.kind is not OutcomeKind.SUCCESS and not user_cancelled:
@@ -210,6 +217,7 @@ def judge(
         evidence=evidence._replace(
             blamed=tuple(f"{b.node}: {b.evidence}" for b in blame.blamed),
             blame_withheld=blame.withheld,
+            named_nodes=named,
         ),
         effects=_effects(outcome, decision, verdict.now_s),
         record=record,
@@ -226,14 +234,18 @@ def blame_for(
 ) -> BlameResult:
     """The nodes the attempt's lines (and Slurm's node states) single out, with the guard share of
     the rule that decides."""
-    rule = policy.rule_for(outcome)
-    share = rule.blame_max_share if rule is not None else DEFAULT_MAX_SHARE
-    found = blame_nodes(signals, allocation, unhealthy, max_share=share)
+    found = blame_nodes(signals, allocation, unhealthy, max_share=blame_share(policy, outcome))
     if not found.blamed and outcome.exit_code == MEGATRON_RERUN_EXIT and outcome.node:
         # Megatron's rerun machinery asks for "a different GPU": a one-node job leaves its node.
         rerun = Blame(outcome.node, "Megatron's rerun state machine exited 16 (rerun elsewhere)", "log")
         return BlameResult((rerun,))
     return found
+
+
+def blame_share(policy: RestartPolicy, outcome: Outcome) -> float:
+    """The blame guard's share of the rule that decides this outcome."""
+    rule = policy.rule_for(outcome)
+    return rule.blame_max_share if rule is not None else DEFAULT_MAX_SHARE
 
 
 def _evidence(
@@ -305,6 +317,7 @@ def history_from(decisions: Sequence[PastDecision], attempt_no: int, iteration: 
                 iteration=ev.iteration,
                 override_set=ev.override_set,
                 failed_load_iteration=ev.failed_load_iteration,
+                named_nodes=ev.named_nodes,
             )
         )
         excluded.extend(n for n in ev.exclude_nodes if n not in excluded)

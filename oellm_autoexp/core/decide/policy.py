@@ -239,6 +239,7 @@ class RestartRecord:
     iteration: int | None = None  # the highest iteration the ended attempt had reached
     override_set: int | None = None  # the rule's override set it applied (1-based), if any
     failed_load_iteration: int | None = None  # the checkpoint it quarantined: the attempt failed loading it
+    named_nodes: tuple[str, ...] = ()  # nodes its NCCL network errors named (core/decide/recurring_blame.py)
 
 
 @dataclass(frozen=True)

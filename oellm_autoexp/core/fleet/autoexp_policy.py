@@ -25,9 +25,10 @@ from oellm_autoexp.core.decide.exclusions import (
     exclusions_from_blame,
     merge_exclusions,
 )
-from oellm_autoexp.core.decide.judge import blame_for
+from oellm_autoexp.core.decide.judge import blame_for, blame_share
 from oellm_autoexp.core.decide.node_blame import Blame
 from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, RestartRecord, decide
+from oellm_autoexp.core.decide.recurring_blame import named_before, network_named, recurring_blame
 from oellm_autoexp.core.decide.suspicion import Failure, suspicion
 from oellm_autoexp.core.fleet.engine import RESTART, STOP, Reaction, Strike
 from oellm_autoexp.core.fleet.lines import Names, names_for, render
@@ -52,6 +53,7 @@ class Case:
     blamed: tuple[str, ...]  # canonical node names the evidence singles out
     cause: str | None  # the error type judged on
     replay_reason: str  # the decision with an empty history (what `autoexp replay` says)
+    named: tuple[str, ...] = ()  # canonical nodes whose NCCL network errors the lines hold
 
 
 @dataclass
@@ -67,7 +69,10 @@ class Judge:
     # Blame per (family, variant, start-up, lines read, outcome): the poll phases of one variant
     # render the same texts in the same order (only their times differ), so the same lines read
     # give the same blame; a hang's watchdog cascade on 16k ranks is worth classifying once.
-    blames: dict[tuple[str, int, bool, int, Outcome], tuple[str, ...]] = field(default_factory=dict)
+    # Each entry: (nodes blamed, nodes NCCL's network errors named).
+    blames: dict[tuple[str, int, bool, int, Outcome], tuple[tuple[str, ...], tuple[str, ...]]] = field(
+        default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         self.names = names_for(self.settings.nodes)
@@ -93,22 +98,27 @@ class Judge:
         # Blame sees every signal read by the verdict, info lines too (the rank layout), as the
         # monitor's judge step does with its classifier's signals.
         read = sum(1 for at in seen.times_s if at <= last.at_s)
-        blame = self._blame((family, variant, at_startup, read, outcome), seen.lines[:read])
+        blame, named = self._blame((family, variant, at_startup, read, outcome), seen.lines[:read])
         return Case(
             detect_s=max(last.at_s - seen.fault_at_s, 0.0),
             outcome=outcome,
             blamed=blame,
             cause=outcome.error_type or outcome.kind.value,
             replay_reason=last.judgement.decision.reason,
+            named=named,
         )
 
-    def _blame(self, key: tuple[str, int, bool, int, Outcome], read: tuple[str, ...]) -> tuple[str, ...]:
+    def _blame(
+        self, key: tuple[str, int, bool, int, Outcome], read: tuple[str, ...]
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
         found = self.blames.get(key)
         if found is None:
             signals = classify_lines(read, self.setup.patterns)
-            found = self.blames[key] = blame_for(
-                self.setup.policy, key[4], signals, self.names.allocation
-            ).nodes
+            outcome, allocation = key[4], self.names.allocation
+            found = self.blames[key] = (
+                blame_for(self.setup.policy, outcome, signals, allocation).nodes,
+                network_named(signals, allocation, outcome.error_type),
+            )
         return found
 
 
@@ -139,8 +149,14 @@ class AutoexpPolicy:
             excluded_nodes=active,
         )
         blamed = tuple(self._real(node, fault.node) for node in case.blamed)
+        named = tuple(self._real(node, fault.node) for node in case.named)
         # The attempt's size, as the monitor's judge() sets it from the allocation (a rule's `min_nodes`).
-        outcome = replace(case.outcome, nodes=len(self.judge.names.allocation))
+        size = len(self.judge.names.allocation)
+        outcome = replace(case.outcome, nodes=size)
+        if not blamed and named and self.restarts:
+            # As judge() does: a node NCCL's network errors named in an earlier failure too.
+            share = blame_share(self.judge.setup.policy, outcome)
+            blamed = recurring_blame(named, named_before(self.restarts, decided_at), size, share).nodes
         decision = decide(self.judge.setup.policy, outcome, history, decided_at, blamed=blamed)
         if decision.action is not DecisionAction.RESTART:
             return Reaction(STOP, case.detect_s, notified=True, why=decision.reason, cause=case.cause)
@@ -153,12 +169,12 @@ class AutoexpPolicy:
             RestartRecord(
                 time_s=decided_at, rule=decision.rule or "", kind=case.outcome.kind,
                 error_type=case.outcome.error_type, iteration=strike.iteration,
-                override_set=decision.override_set,
+                override_set=decision.override_set, named_nodes=named,
             )
         )  # fmt: skip
         self.attempt += 1
         # As the submitter asks before rendering the next attempt (config `preflight.on_suspicion`).
-        self.failures.append(Failure(decided_at, case.cause, case.blamed))
+        self.failures.append(Failure(decided_at, case.cause, blamed))
         suspect = suspicion(self.failures, decided_at, self.judge.settings.suspicion_h * 3600.0)
         return Reaction(
             RESTART, case.detect_s, delay_s=decision.delay_s,

@@ -12,7 +12,13 @@ from oellm_autoexp.core.jobs.job_state import JobState
 # only (tests/unit/core/watch/test_evidence_defaults.py keeps them equal).
 DEFAULT_KIND = "crash"
 DEFAULT_TRIGGER = "end"
-_TUPLE_FIELDS = ("exclude_nodes", "lines", "blamed", "overrides")  # Evidence fields stored as JSON lists
+_TUPLE_FIELDS = (
+    "exclude_nodes",
+    "lines",
+    "blamed",
+    "overrides",
+    "named_nodes",
+)  # Evidence fields stored as JSON lists
 
 
 class Evidence(NamedTuple):
@@ -46,6 +52,9 @@ class Evidence(NamedTuple):
     failed_load_iteration: int | None = (
         None  # the checkpoint the attempt failed to load (quarantined on restart)
     )
+    # Nodes whose own NCCL network errors the attempt's lines hold (core/decide/recurring_blame.py):
+    # not blame alone, but a node named again by the next attempt's is.
+    named_nodes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = self._asdict()

@@ -7,7 +7,9 @@ import time
 import pytest
 
 from oellm_autoexp.adapters.fs.fleet_files import read_mix, shipped_families
-from oellm_autoexp.core.fleet.autoexp_policy import Judge
+from oellm_autoexp.core.fleet.autoexp_policy import AutoexpPolicy, Judge
+from oellm_autoexp.core.fleet.engine import RESTART, Strike
+from oellm_autoexp.core.fleet.faults import Fault
 from oellm_autoexp.core.fleet.ledger import LOSSES
 from oellm_autoexp.core.fleet.lines import names_for, render
 from oellm_autoexp.core.fleet.mix import load_mix
@@ -161,6 +163,26 @@ def test_a_link_down_is_blamed_from_nccl_s_port_event_only_where_nccl_debug_is_s
     spec = mix.families["network_link"].variants[link_down]
     without = render(spec, judge.names, step_s=10.0, at_startup=False, phase_s=0.0, layout_line=True)
     assert not any("NCCL WARN" in line for line in without.lines)
+
+
+def test_a_completion_error_s_node_is_excluded_once_it_fails_a_later_attempt_too(setup):
+    """network_link's completion-error variant: NCCL's line names its host, but both ends print one, so
+    the first strike blames no one; when the broken node fails the next attempt as well (at start-up),
+    the node the two failures share is excluded (core/decide/recurring_blame.py), as judge() does."""
+    mix = read_mix("kokolis")
+    variants = mix.families["network_link"].variants
+    completion = next(i for i, v in enumerate(variants) if "Got completion" in v.lines[0].text)
+    judge = Judge(setup, mix, settings_from(mix.settings, WEEK, "test"))
+    first = judge.case("network_link", completion, False, 0)
+    assert first.blamed == () and first.named == (judge.names.node,) and first.cause == "nccl"
+    fault = Fault(index=0, at_training_s=3600.0, family="network_link", variant=completion, node="f0",
+                  breaks_node=True, bad_for_s=86400.0, lemon=False, slurm_drains=False, recurs=False,
+                  queue_s=0.0)  # fmt: skip
+    ours = AutoexpPolicy(judge)
+    once = ours.react(Strike(fault, 0, False, 12000), 3600.0, frozenset({"f0"}))
+    again = ours.react(Strike(fault, 1, True, 12000), 7200.0, frozenset({"f0"}))
+    assert once.action == again.action == RESTART
+    assert "f0" not in once.excluded and "f0" in again.excluded and again.wrong_blame == 0
 
 
 def test_a_hang_s_watchdog_lines_name_the_node_whose_ranks_never_printed_one(setup):

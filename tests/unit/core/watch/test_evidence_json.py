@@ -12,7 +12,7 @@ FULL = Evidence(rule="oom", kind="oom", state="FAILED", error_type="cuda_oom", s
                 iteration=120, exclude_nodes=("n1",), delay_s=5.0, lines=("a", "b"), trigger="fatal_line",
                 observed="hang", root_line_no=7, first_fatal_line_no=6, first_fatal_line="b",
                 after_first_fatal_s=1.5, blamed=("n1: Xid 79",), blame_withheld=None, override_set=2,
-                overrides=("x=1",), failed_load_iteration=100)  # fmt: skip
+                overrides=("x=1",), failed_load_iteration=100, named_nodes=("n1", "n7"))  # fmt: skip
 
 
 def test_a_record_round_trips_through_json() -> None:
@@ -20,7 +20,9 @@ def test_a_record_round_trips_through_json() -> None:
     assert (
         stored["lines"] == ["a", "b"] and stored["exclude_nodes"] == ["n1"] and stored["overrides"] == ["x=1"]
     )
-    assert len(stored) == 21 and stored["failed_load_iteration"] == 100
+    assert (
+        len(stored) == 22 and stored["failed_load_iteration"] == 100 and stored["named_nodes"] == ["n1", "n7"]
+    )
     assert Evidence.from_json(stored) == FULL
     assert Evidence().to_json() == {**Evidence.from_json({}).to_json()}
 
