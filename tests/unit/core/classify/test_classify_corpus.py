@@ -83,8 +83,14 @@ def test_accuracy_is_at_least_the_recorded_floor(score: Score, held_score: Score
 
 
 def test_no_family_is_below_the_held_out_family_floor(score: Score, held_score: Score) -> None:
-    """Every failure family of the held-out set is read at least as well as the recorded floor."""
-    low = {f: right / n for f, n, right in held_score.families() if right / n < FLOORS["family_held_out"]}
+    """Every failure family with at least `family_min_lines` held-out lines is read at least as well as the
+    recorded floor. A family of one to three lines moves by a third or more with one line: it is in the
+    printed table, not under the floor, until a batch gives it enough lines to measure."""
+    low = {
+        f: right / n
+        for f, n, right in held_score.families()
+        if n >= FLOORS["family_min_lines"] and right / n < FLOORS["family_held_out"]
+    }
     assert low == {}, format_families(score, held_score)
 
 
