@@ -206,8 +206,8 @@ def test_a_dropped_successor_whose_scancel_fails_is_cancelled_again(autoexp: Aut
     wait_until(lambda: len(autoexp.attempts()) == 2, "attempt 2 queued")
     second = autoexp.attempts()[1].executor_job_id or ""
     autoexp.flag("fail")
-    failed = f"cancelling queued successor job {second} failed"
-    wait_until(lambda: f"{failed} again (2 times)" in autoexp.output(monitor), "a second try")
+    failed = f"attempt 2 (job {second}): scancel failed again (2 times)"  # daemon/cancels.py's words
+    wait_until(lambda: failed in autoexp.output(monitor), "a second try")
     assert monitor.poll() is None and squeue_state(second) == "PENDING", autoexp.output(monitor)
     assert autoexp.attempts()[1].ended_at is None and autoexp.job().status == "stopped"
     (autoexp.tmp / "scancel-broken").unlink()
