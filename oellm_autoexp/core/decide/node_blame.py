@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from oellm_autoexp.core.classify.prefixes import torch_rank
 from oellm_autoexp.core.classify.signals import NODE_GROUPS, Signal
+from oellm_autoexp.core.decide.nameless_causes import HANG_CAUSES
 from oellm_autoexp.core.decide.straggler_blame import stragglers
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth, RunNodes
@@ -167,13 +168,10 @@ def _from_stragglers(signals: list[Signal], allocation: Sequence[str], layout: i
     return out
 
 
-# A hang's own lines (the heartbeat monitor's, a timeout) are no other cause: they leave the hole.
-HANG_ERROR_TYPES = frozenset({"hang", "nccl_timeout"})
-
-
 def _is_root(signal: Signal) -> bool:
-    """A cause of its own, a catch-all exception line too: a rank that raised and died is silent."""
-    return signal.role == "root" and signal.is_cause_candidate and signal.error_type not in HANG_ERROR_TYPES
+    """A cause of its own, a catch-all exception line too: a rank that raised and died is silent.
+    A hang's own lines (the heartbeat monitor's, a timeout) are no other cause: they leave the hole."""
+    return signal.role == "root" and signal.is_cause_candidate and signal.error_type not in HANG_CAUSES
 
 
 def _from_slurm(unhealthy: Iterable[NodeHealth]) -> list[Blame]:
