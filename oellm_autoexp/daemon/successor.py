@@ -32,7 +32,7 @@ from pathlib import Path
 from oellm_autoexp.adapters.executors.base import ExecutorError
 from oellm_autoexp.adapters.executors.factory import submit_plan
 from oellm_autoexp.adapters.fs.atomic_file import write_text_atomic
-from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, DecisionInfo, SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, SQLiteStore
 from oellm_autoexp.core.decide.judge import attempt_overrides
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.decide.successor import (
@@ -47,7 +47,6 @@ from oellm_autoexp.core.jobs.attempt_pick import (
     DROPPED_PREFIX,
     judged_no_of,
     open_after_of,
-    shown_attempt_of,
     unended_of,
 )
 from oellm_autoexp.core.jobs.job_state import JobState, is_alive
@@ -101,17 +100,6 @@ def watched_attempt(store: SQLiteStore, job_id: int) -> AttemptInfo | None:
     ended (not its queued successor), else the latest (module docstring)."""
     open_ones = open_after_judged(store, job_id)
     return open_ones[0] if open_ones else store.latest_attempt(job_id)
-
-
-def shown_attempt(
-    store: SQLiteStore, job_id: int, decisions: Sequence[DecisionInfo] | None = None
-) -> AttemptInfo | None:
-    """The attempt `status` shows: the one watched, else the last that was not a cancelled successor.
-
-    `decisions`: the job's, when the caller has read them already (one store read less).
-    """
-    decisions = store.decisions_for_job(job_id) if decisions is None else decisions
-    return shown_attempt_of(store.attempts_for_job(job_id), decisions)
 
 
 @dataclass(frozen=True)
