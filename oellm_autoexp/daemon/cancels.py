@@ -24,12 +24,12 @@ resumes cancels it again (daemon/resume.py `cancel_left_failing`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from oellm_autoexp.adapters.executors.base import ExecutorError
-from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, DecisionInfo, SQLiteStore
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.jobs.cancel_retry import (
     cancel_error,
@@ -164,11 +164,17 @@ class Cancels:
             d for d in self.store.decisions_for_job(live.runtime.job.id) if d.attempt_id == live.attempt.id
         ]
         acted = [d.action for d in about if d.action != DecisionAction.NONE.value]
-        return Past(acted[-1] if acted else "cancel", bool(about) and is_failing_line(about[-1].reason))
+        return Past(acted[-1] if acted else "cancel", left_failing(about))
 
     def _event(self, live: Cancellable, line: str, now: float) -> None:
         self.store.record_decision(live.runtime.job.id, attempt_id=live.attempt.id,
                                    action=DecisionAction.NONE.value, reason=line, now=utc(now))  # fmt: skip
+
+
+def left_failing(about: Sequence[DecisionInfo]) -> bool:
+    """Did an earlier monitor leave the cancel of the attempt these decisions are about (oldest
+    first) failing? Its last event says so: the one fact about a failing cancel that is persisted."""
+    return bool(about) and is_failing_line(about[-1].reason)
 
 
 def _who(live: Cancellable) -> str:

@@ -47,7 +47,7 @@ from oellm_autoexp.core.jobs.job_record import JobRecord, allocation
 from oellm_autoexp.core.jobs.job_state import JobState, is_requeue, is_terminal
 from oellm_autoexp.core.watch.attempt_view import Recovery
 from oellm_autoexp.core.watch.verdict import Trigger, Verdict
-from oellm_autoexp.daemon.cancels import Cancels
+from oellm_autoexp.daemon.cancels import Cancels, left_failing
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.events import (
     Judged,
@@ -60,7 +60,7 @@ from oellm_autoexp.daemon.events import (
 from oellm_autoexp.daemon.judging import judge_attempt, unrecorded_signals
 from oellm_autoexp.daemon.presubmit import PreSubmission, exclude_on_queued
 from oellm_autoexp.daemon.read_record import ReadRecord
-from oellm_autoexp.daemon.resume import left_failing, prime, resume
+from oellm_autoexp.daemon.resume import prime, resume
 from oellm_autoexp.daemon.scheduler import FollowUp, Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
 from oellm_autoexp.daemon.session_lock import SessionLocks

@@ -12,23 +12,17 @@ from __future__ import annotations
 
 import codecs
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Protocol
 
 from oellm_autoexp.adapters.store.buffer import BufferedStore
-from oellm_autoexp.adapters.store.sqlite_store import (
-    AttemptInfo,
-    DecisionInfo,
-    Intent,
-    JobStatus,
-    SQLiteStore,
-)
+from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, Intent, JobStatus, SQLiteStore
 from oellm_autoexp.core.decide.judge import stopped_status
 from oellm_autoexp.core.decide.policy import DecisionAction
-from oellm_autoexp.core.jobs.cancel_retry import is_failing_line
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import is_terminal
 from oellm_autoexp.core.watch.evidence import Evidence
+from oellm_autoexp.daemon.cancels import left_failing
 from oellm_autoexp.daemon.successor import watched_attempt
 from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt
 
@@ -122,12 +116,6 @@ def carry_out_recorded(loop: ResumingLoop, rt: JobRuntime, attempt: AttemptInfo,
     return True
 
 
-def left_failing(about: Sequence[DecisionInfo]) -> bool:
-    """Did an earlier monitor leave the cancel of the attempt these decisions are about failing
-    (its last event says so: daemon/cancels.py)?"""
-    return bool(about) and is_failing_line(about[-1].reason)
-
-
 def cancel_left_failing(loop: ResumingLoop, rt: JobRuntime, attempt: AttemptInfo, now: float) -> bool:
     """A stopped job's queued successor whose scancel an earlier monitor left failing (no decision
     is about it, only that event): the stop drops it again, which cancels it (daemon/successor.py)."""
@@ -135,7 +123,7 @@ def cancel_left_failing(loop: ResumingLoop, rt: JobRuntime, attempt: AttemptInfo
     if not left_failing([d for d in decisions if d.attempt_id == attempt.id]):
         return False
     acted = [d for d in decisions if d.action != DecisionAction.NONE.value]
-    reason = acted[-1].reason if acted else rt.job.status
+    reason = acted[-1].reason if acted else (rt.job.status_reason or rt.job.status)
     loop.drop_successor(rt, reason, now, after_attempt_no=attempt.attempt_no - 1)
     return True
 
