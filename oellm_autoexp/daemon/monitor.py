@@ -351,9 +351,7 @@ class Monitor:
     def _poll(self, now: float) -> None:
         self._writes.flush()  # what a full disk held back, in order
         self._reads.save()
-        self._cancels.retry_due(
-            now
-        )  # cancels whose scancel failed, queued successors' too (daemon/cancels.py)
+        self._cancels.retry_due(now)  # cancels whose scancel failed, successors' too (daemon/cancels.py)
         for job_id, _ in self._submitter.take_due(now):
             if job_id in self._runtimes:
                 self.submit(self._runtimes[job_id], now)
