@@ -25,7 +25,6 @@ from oellm_autoexp.cli._views import cause_lines, render_table
 from oellm_autoexp.cli.monitor_session import add_supervisor_arg, monitor_in_foreground
 from oellm_autoexp.cli.status import STATUS_COLUMNS, status_rows
 from oellm_autoexp.cli.submit import add_submit_args, submit_session
-from oellm_autoexp.daemon.successor import shown_attempt
 from oellm_autoexp.daemon.supervisor import ensure_monitor_job, session_settings
 
 if TYPE_CHECKING:
@@ -90,10 +89,8 @@ def _submit_and_monitor(args: argparse.Namespace, metrics: MonitorMetrics | None
             observers=[metrics] if metrics else [],
         )
         print(render_table(status_rows(reader, reader.get_session(session.id) or session), STATUS_COLUMNS))
-        for job in store.jobs_for_session(session.id):
-            latest = shown_attempt(store, job.id)
-            if latest is not None:
-                print("\n".join(end_lines(job, latest, store.decisions_for_job(job.id))))
+        for block in end_summary(reader, session.id):
+            print(block)
         print(look_closer(session.id, [job.name for job in store.jobs_for_session(session.id)]))
     return max(code, 1) if failed else code
 
@@ -105,6 +102,18 @@ def wait_for_session(store: SQLiteStore, session_id: int) -> int:
         time.sleep(WAIT_POLL_S)
     jobs = store.jobs_for_session(session_id, with_plan=False)
     return 0 if jobs and all(j.status == JobStatus.COMPLETED.value for j in jobs) else 1
+
+
+def end_summary(reader: StoreReader, session_id: int) -> list[str]:
+    """One block per job: `end_lines` of the attempt the status table shows (the reader's one
+    rule, StoreReader.shown_attempts: the one watched, else the last that was not a dropped
+    successor), never a queued successor that was cancelled when the job stopped."""
+    shown = reader.shown_attempts(session_id)
+    return [
+        "\n".join(end_lines(job, shown[job.id], reader.decisions_for_job(job.id)))
+        for job in reader.jobs_for_session(session_id, with_plan=False)
+        if job.id in shown
+    ]
 
 
 def end_lines(job: JobInfo, latest: AttemptInfo, decisions: Sequence[DecisionInfo]) -> list[str]:

@@ -47,7 +47,7 @@ from oellm_autoexp.core.jobs.job_record import JobRecord, allocation
 from oellm_autoexp.core.jobs.job_state import JobState, is_requeue, is_terminal
 from oellm_autoexp.core.watch.attempt_view import Recovery
 from oellm_autoexp.core.watch.verdict import Trigger, Verdict
-from oellm_autoexp.daemon.cancels import Cancels
+from oellm_autoexp.daemon.cancels import Cancels, left_failing
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.events import (
     Judged,
@@ -116,8 +116,8 @@ class Monitor:
         self._locks = SessionLocks(store, self.session_ids)
         self._tailer: LogTailer | None = None
         self._ticker: Ticker | None = None
-        self._submitter = Submitter(store, self._say)
         self._cancels = Cancels(store, self._say)  # tried again while scancel fails (daemon/cancels.py)
+        self._submitter = Submitter(store, self._say, self._cancels)  # its successors' cancels go there too
         self._presubmit = PreSubmission(store, self._submitter, self._cancels, self._say)
         self._dirty = True
         self._snapshot_at = -math.inf  # when monitor_state.json was last written
@@ -287,16 +287,18 @@ class Monitor:
 
     def _ended_unseen(self, job: JobInfo) -> bool:
         """A job no longer active whose attempt's end is still to be seen: `autoexp cancel` while no
-        monitor ran, or a stop whose scancel failed before the last monitor left (cancelled again
-        on resume: daemon/resume.py)."""
+        monitor ran, or a stop whose scancel (or its queued successor's) failed before the last
+        monitor left (cancelled again on resume: daemon/resume.py)."""
         if job.status == JobStatus.CANCELLED_BY_USER.value:
             latest = self.store.latest_attempt(job.id)
             return bool(latest and latest.executor_job_id and latest.ended_at is None)
         watched = watched_attempt(self.store, job.id)  # not a queued successor
         if watched is None or not watched.executor_job_id or watched.ended_at is not None:
             return False
-        decided = self.store.decisions_for_job(job.id)
-        return any(d.attempt_id == watched.id and d.action != DecisionAction.NONE.value for d in decided)
+        about = [d for d in self.store.decisions_for_job(job.id) if d.attempt_id == watched.id]
+        # A dropped successor is the lowest attempt not ended once the stopped one ended: no decision
+        # is about it, only the failing cancel's event.
+        return any(d.action != DecisionAction.NONE.value for d in about) or left_failing(about)
 
     def _finished(self) -> bool:
         # A job stopped from outside (`autoexp cancel`) or by a decision that cancelled it is not
@@ -349,8 +351,7 @@ class Monitor:
     def _poll(self, now: float) -> None:
         self._writes.flush()  # what a full disk held back, in order
         self._reads.save()
-        self._cancels.retry_due(now)  # cancels whose scancel failed (daemon/cancels.py)
-        self._submitter.successors.retry_due(now)  # and queued successors' (daemon/successor.py)
+        self._cancels.retry_due(now)  # cancels whose scancel failed, successors' too (daemon/cancels.py)
         for job_id, _ in self._submitter.take_due(now):
             if job_id in self._runtimes:
                 self.submit(self._runtimes[job_id], now)

@@ -4,7 +4,8 @@ A monitor may start after another died (SIGKILL, a reboot, a lost login node). F
 it finds one of four things: an intent not yet confirmed (submit: adopted by its tag if the
 job exists), a live attempt (watch it again, from where its log was consumed), an attempt that
 ended while nobody watched (judge it now, from its whole log), or a judgement recorded but
-not carried out (carry it out: the cancel and the resubmission are safe to repeat).
+not carried out (carry it out: the cancel and the resubmission are safe to repeat). A stopped
+job's queued successor whose scancel failed is dropped again (`cancel_left_failing`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import is_terminal
 from oellm_autoexp.core.watch.evidence import Evidence
+from oellm_autoexp.daemon.cancels import left_failing
 from oellm_autoexp.daemon.successor import watched_attempt
 from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt
 
@@ -59,7 +61,8 @@ def resume(loop: ResumingLoop, runtimes: Iterable[JobRuntime], now: float) -> No
         if rt.job.status != JobStatus.ACTIVE.value:
             # Stopped while its attempt may still run (a cancel that failed is carried out again),
             # or cancelled by the user: watched only to record how the attempt ended.
-            if latest is not None and not carry_out_recorded(loop, rt, latest, now):
+            if (latest is not None and not carry_out_recorded(loop, rt, latest, now)
+                    and not cancel_left_failing(loop, rt, latest, now)):  # fmt: skip
                 loop.attach(rt, latest, now)
             continue
         if latest is None or latest.intent in (Intent.ABANDONED.value, Intent.INTENDED.value):
@@ -110,6 +113,18 @@ def carry_out_recorded(loop: ResumingLoop, rt: JobRuntime, attempt: AttemptInfo,
         loop.cancel(live)
     if last.action == DecisionAction.RESTART.value:
         loop.submit(rt, now)
+    return True
+
+
+def cancel_left_failing(loop: ResumingLoop, rt: JobRuntime, attempt: AttemptInfo, now: float) -> bool:
+    """A stopped job's queued successor whose scancel an earlier monitor left failing (no decision
+    is about it, only that event): the stop drops it again, which cancels it (daemon/successor.py)."""
+    decisions = loop.store.decisions_for_job(rt.job.id)
+    if not left_failing([d for d in decisions if d.attempt_id == attempt.id]):
+        return False
+    acted = [d for d in decisions if d.action != DecisionAction.NONE.value]
+    reason = acted[-1].reason if acted else (rt.job.status_reason or rt.job.status)
+    loop.drop_successor(rt, reason, now, after_attempt_no=attempt.attempt_no - 1)
     return True
 
 

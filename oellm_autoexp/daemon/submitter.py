@@ -30,6 +30,7 @@ from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, Intent, SQLit
 from oellm_autoexp.core.decide.judge import attempt_overrides, previous_cause
 from oellm_autoexp.core.decide.suspicion import restarted_failures, suspicion
 from oellm_autoexp.core.jobs.job_status import JobStatus
+from oellm_autoexp.daemon.cancels import Cancels
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.fanout import FanOut
 from oellm_autoexp.daemon.fanout import applies as fanout_applies
@@ -58,13 +59,15 @@ def submit_tag(session_id: int, job_id: int, attempt_no: int, generation: int | 
 
 
 class Submitter:
-    def __init__(self, store: SQLiteStore, say: Callable[[str], None]) -> None:
+    def __init__(
+        self, store: SQLiteStore, say: Callable[[str], None], cancels: Cancels | None = None
+    ) -> None:
         self.store = store
         self._say = say
         self._due: dict[int, tuple[float, tuple[str, ...]]] = {}  # job id -> (when, --exclude nodes)
         self._retry = True  # the current submit() call's
         self.fanout = FanOut(store, say, self.schedule)  # attempts with allocation strategies
-        self.successors = Successors(store, say, time.time())  # restart.queued_successor
+        self.successors = Successors(store, say, time.time(), cancels)  # restart.queued_successor
 
     def schedule(self, job_id: int, at_s: float, exclude_nodes: tuple[str, ...]) -> None:
         self._due[job_id] = (at_s, exclude_nodes)

@@ -13,9 +13,11 @@ has not ended (`watched_attempt`); a later one not ended is its queued successor
   excluded is cancelled, and the restart submits afresh. One that started before this monitor
   did is recorded as "restarted by the queued successor while unsupervised".
 - Any other decision (stop, completed, notify) writes the job's stop file, then cancels the
-  successor (`drop`): one that Slurm starts in between exits without training. A scancel that
-  fails is tried again on the backoff of a stop's cancel (core/jobs/cancel_retry.py, `retry_due`)
-  until it goes through; the monitor stays until then, and holds that successor back no more.
+  successor (`drop`): one that Slurm starts in between exits without training. Every cancel of a
+  successor goes through daemon/cancels.py: a scancel that fails is said as an event and tried
+  again on the backoff of a stop's cancel until it goes through; the monitor stays until then,
+  and holds that successor back no more. The event outlives the monitor: the next one cancels
+  it again (daemon/resume.py `cancel_left_failing`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 from oellm_autoexp.adapters.executors.base import ExecutorError
 from oellm_autoexp.adapters.executors.factory import submit_plan
 from oellm_autoexp.adapters.fs.atomic_file import write_text_atomic
-from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, DecisionInfo, SQLiteStore
+from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, SQLiteStore
 from oellm_autoexp.core.decide.judge import attempt_overrides
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.decide.successor import (
@@ -45,11 +47,10 @@ from oellm_autoexp.core.jobs.attempt_pick import (
     DROPPED_PREFIX,
     judged_no_of,
     open_after_of,
-    shown_attempt_of,
     unended_of,
 )
-from oellm_autoexp.core.jobs.cancel_retry import retry_after_s
 from oellm_autoexp.core.jobs.job_state import JobState, is_alive
+from oellm_autoexp.daemon.cancels import Cancels
 from oellm_autoexp.daemon.clock import utc
 from oellm_autoexp.daemon.watch import JobRuntime, past_decisions
 from oellm_autoexp.errors import UserError
@@ -101,20 +102,26 @@ def watched_attempt(store: SQLiteStore, job_id: int) -> AttemptInfo | None:
     return open_ones[0] if open_ones else store.latest_attempt(job_id)
 
 
-def shown_attempt(
-    store: SQLiteStore, job_id: int, decisions: Sequence[DecisionInfo] | None = None
-) -> AttemptInfo | None:
-    """The attempt `status` shows: the one watched, else the last that was not a cancelled successor.
+@dataclass(frozen=True)
+class QueuedSuccessor:
+    """A queued successor as daemon/cancels.py cancels it: not watched, so it is PENDING to us."""
 
-    `decisions`: the job's, when the caller has read them already (one store read less).
-    """
-    decisions = store.decisions_for_job(job_id) if decisions is None else decisions
-    return shown_attempt_of(store.attempts_for_job(job_id), decisions)
+    runtime: JobRuntime
+    attempt: AttemptInfo
+    state: JobState = JobState.PENDING
+
+    @property
+    def executor_id(self) -> str:
+        return self.attempt.executor_job_id or ""
 
 
 class Successors:
-    def __init__(self, store: SQLiteStore, say: Callable[[str], None], started_s: float) -> None:
+    def __init__(
+        self, store: SQLiteStore, say: Callable[[str], None], started_s: float, cancels: Cancels | None = None
+    ) -> None:
         self.store = store
+        # The monitor's cancels (shared: a successor whose scancel fails holds the job as any attempt does).
+        self.cancels = cancels or Cancels(store, say)
         self.state_dir = store.path.parent
         self._say = say
         self._started_s = started_s  # when this monitor began: a successor started earlier ran unwatched
@@ -122,7 +129,6 @@ class Successors:
         self._released: set[str] = set()  # successors this monitor adopted (their hold is over)
         self._queued: set[str] = set()  # successors this monitor queued
         self.on_cancel: Callable[[str], None] = lambda _executor_id: None  # the monitor's stray net hears it
-        self._failing: dict[int, FailingCancel] = {}  # attempt id -> its failing scancel, tried again
 
     # -- queueing ---------------------------------------------------------------------------------
 
@@ -226,7 +232,7 @@ class Successors:
             # Nor one whose cancel fails: should it start, its stop file ends it, and Slurm forgets it.
             ids = [a.executor_job_id or "" for i, a in enumerate(open_ones)
                    if (i > 0 or a.executor_job_id in self._queued) and a.executor_job_id not in self._released
-                   and a.id not in self._failing]  # fmt: skip
+                   and not self.cancels.is_failing(a.id)]  # fmt: skip
             self._set_start(rt, ids, rt.policy.queued_successor_hold_s)
 
     def _set_start(self, rt: JobRuntime, ids: Sequence[str], from_now_s: int) -> None:
@@ -289,13 +295,13 @@ class Successors:
                 self._cancel(rt, successor, reason, now)
 
     def _cancel(self, rt: JobRuntime, successor: AttemptInfo, why: str, now: float) -> None:
+        """scancel it through daemon/cancels.py; once that went through, it is recorded cancelled."""
+        self.cancels.cancel(
+            QueuedSuccessor(rt, successor), now, then=lambda at: self._cancelled(rt, successor, why, at)
+        )
+
+    def _cancelled(self, rt: JobRuntime, successor: AttemptInfo, why: str, now: float) -> None:
         executor_id = successor.executor_job_id or ""
-        try:
-            rt.executor.cancel(executor_id)
-        except ExecutorError as exc:
-            self._cancel_failed(FailingCancel(rt, successor, why), str(exc), now)
-            return
-        self._failing.pop(successor.id, None)
         self.on_cancel(executor_id)
         self.store.update_attempt_state(successor.id, JobState.CANCELLED, ended_at=utc(now))
         line = f"{DROPPED_PREFIX}{successor.attempt_no} (job {executor_id}) cancelled: {why}"
@@ -303,37 +309,6 @@ class Successors:
                                    reason=line, now=utc(now))  # fmt: skip
         self._say(f"{rt.job.name}: {line}")
 
-    # -- a successor's scancel that failed ---------------------------------------------------------
-
-    def retry_due(self, now: float) -> None:
-        """Cancel again every successor whose scancel failed and whose try is due (each poll)."""
-        for failing in [f for f in self._failing.values() if f.retry_at_s <= now]:
-            self._cancel(failing.rt, failing.successor, failing.why, now)
-
     def cancelling(self) -> bool:
         """Is a successor's scancel failing? It may still start: the monitor is not done yet."""
-        return bool(self._failing)
-
-    def _cancel_failed(self, failing: FailingCancel, error: str, now: float) -> None:
-        """Try again on the backoff of a stop's cancel (core/jobs/cancel_retry.py), said each time."""
-        before = self._failing.get(failing.successor.id)
-        failing.failures = before.failures + 1 if before else 1
-        wait_s = retry_after_s(failing.failures)
-        failing.error, failing.retry_at_s = error, now + wait_s
-        self._failing[failing.successor.id] = failing
-        what = f"{failing.rt.job.name}: cancelling queued successor job {failing.successor.executor_job_id}"
-        again = f" again ({failing.failures} times)" if before is not None and before.error == error else ""
-        self._say(f"warning: {what} failed{again}: {error}; cancelling again in {wait_s:g} s")
-
-
-@dataclass
-class FailingCancel:
-    """A queued successor whose last scancel failed: it may still start (a dropped one exits at
-    once on its stop file; one that runs on a node now excluded runs on)."""
-
-    rt: JobRuntime
-    successor: AttemptInfo
-    why: str  # what the cancel is for (the dropped event says it)
-    failures: int = 0  # scancels that failed in a row
-    error: str = ""  # what the last one said
-    retry_at_s: float = 0.0  # when it is tried again
+        return any(isinstance(f.live, QueuedSuccessor) for f in self.cancels.failing())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable
 
@@ -206,8 +207,8 @@ def test_a_dropped_successor_whose_scancel_fails_is_cancelled_again(autoexp: Aut
     wait_until(lambda: len(autoexp.attempts()) == 2, "attempt 2 queued")
     second = autoexp.attempts()[1].executor_job_id or ""
     autoexp.flag("fail")
-    failed = f"cancelling queued successor job {second} failed"
-    wait_until(lambda: f"{failed} again (2 times)" in autoexp.output(monitor), "a second try")
+    failed = f"attempt 2 (job {second}): scancel failed again (2 times)"  # daemon/cancels.py's words
+    wait_until(lambda: failed in autoexp.output(monitor), "a second try")
     assert monitor.poll() is None and squeue_state(second) == "PENDING", autoexp.output(monitor)
     assert autoexp.attempts()[1].ended_at is None and autoexp.job().status == "stopped"
     (autoexp.tmp / "scancel-broken").unlink()
@@ -219,3 +220,39 @@ def test_a_dropped_successor_whose_scancel_fails_is_cancelled_again(autoexp: Aut
             "(excluded error_type: oom)") in autoexp.reasons(), autoexp.reasons()  # fmt: skip
     log_file = autoexp.tmp / "out" / "logs" / f"slurm-{second}.out"
     assert not log_file.exists() or "trains" not in log_file.read_text()
+
+
+def test_a_dropped_successor_left_failing_by_one_monitor_is_cancelled_by_the_next(
+    autoexp: AutoexpEnv,
+) -> None:
+    """As above, but monitor 1 is stopped (Ctrl-C) while the successor's scancel still fails: the
+    failure is an event in the store (daemon/cancels.py), so `autoexp monitor-session`, a new
+    process, cancels the successor (scancel works again), records it cancelled and ends the
+    session. Before, the retry lived in monitor 1's memory: the next monitor did not even load
+    the stopped job, and the successor stayed in Slurm's queue."""
+    env = broken_scancel(autoexp)
+    script = autoexp.script(
+        f'if [ "$n" -eq 1 ]; then wait_for fail; echo {json.dumps(OOM_LINE)} >&2; exit 1; fi\n'
+        'echo "attempt $n trains"\nwait_for finish\n'
+    )
+    config = autoexp.experiment(["bash", str(script)], restart={"queued_successor": True})
+    monitor = autoexp.start("run", str(config), env=env)
+    autoexp.running(1)
+    wait_until(lambda: len(autoexp.attempts()) == 2, "attempt 2 queued")
+    second = autoexp.attempts()[1].executor_job_id or ""
+    autoexp.flag("fail")
+    failing = f"cancel requested, cancel failing: {SCANCEL_ERROR}"
+    wait_until(lambda: ("none", failing) in autoexp.reasons(), "the successor's failing cancel event")
+    monitor.send_signal(signal.SIGINT)
+    assert autoexp.finish(monitor, timeout_s=30) == 0, autoexp.output(monitor)
+    assert squeue_state(second) == "PENDING" and autoexp.attempts()[1].ended_at is None
+
+    (autoexp.tmp / "scancel-broken").unlink()
+    done = autoexp.cli("monitor-session", "--session-id", "1")
+    assert done.returncode == 1, done.stdout + done.stderr  # ended: the job was stopped
+    assert [a.state.value for a in autoexp.attempts()] == ["FAILED", "CANCELLED"], autoexp.attempts()
+    assert squeue_state(second) in (None, "CANCELLED")
+    reasons = autoexp.reasons()
+    assert ("none", f"job {second} cancelled (an earlier monitor's scancel had failed)") in reasons, reasons
+    assert ("none", f"queued successor attempt 2 (job {second}) cancelled: Permanent failure detected "
+            "(excluded error_type: oom)") in reasons, reasons  # fmt: skip

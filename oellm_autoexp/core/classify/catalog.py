@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from oellm_autoexp.core.classify.signals import Decider, PatternSet, Role, SignalPattern
+from oellm_autoexp.core.classify.signals import Decider, NodeBlame, PatternSet, Role, SignalPattern
 
 # Among roots the highest priority wins (config/monitoring/base.yaml's scale): what Slurm says
 # about how the job ended first, then hardware, memory, configuration, native crashes.
@@ -119,6 +119,8 @@ class Catalog(BaseModel):
     # one uses it as its prefilter keyword, so the catalog adds few words to the keyword scan.
     keywords: list[str] = Field(default_factory=list)
     entries: list[CatalogEntry] = Field(min_length=1)
+    # For an Xid table: how its one pattern singles out a node to blame (SignalPattern.blames_node).
+    blames_node: NodeBlame | None = None
 
 
 def format_regex(fmt: str, groups: list[str] | tuple[str, ...] = ()) -> str:
@@ -200,6 +202,7 @@ def xid_pattern(catalog: Catalog) -> SignalPattern:
         keywords=XID_KEYWORDS,
         decide="xid_code",
         codes=xid_table(catalog),
+        blames_node=catalog.blames_node,
         description=f"{catalog.name} catalog ({catalog.source}, {catalog.version}): every Xid code by its table row",
     )
 

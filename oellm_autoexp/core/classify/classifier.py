@@ -110,6 +110,7 @@ def _match_line(
                 source=source,
                 fallback=pattern.fallback,
                 teardown_start=pattern.teardown_start,
+                blames_node=pattern.blames_node,
             )
         )
     return signals

@@ -13,6 +13,17 @@ A `SignalPattern` is one regex with a meaning: the `error_type` it reveals, the
 `teardown: true` marks launcher and runtime noise printed while a job is being
 taken down ("Sending process N closing signal SIGTERM"); it is never a cause.
 
+`blames_node` says that a match singles out one node of the allocation, and how
+(core/decide/node_blame.py reads it from the Signal; docs/classification.md):
+
+- host:         the node its match names (a `node`, `host`, `hostname` or
+                `node_again` group); a match that names none blames no one;
+- rank:         the node of the rank that printed it (its `[rankN]:` prefix
+                through the rendered script's rank layout line), never a group;
+- host_or_rank: the node its match names, else the one node of a one-node
+                allocation (a host-less device fault can only be about it), else
+                the node of the rank that printed it.
+
 Patterns are validated and compiled once, here. Loading them from YAML files
 lives in `oellm_autoexp.adapters.logs.pattern_files`.
 """
@@ -33,6 +44,9 @@ with warnings.catch_warnings():
     import sre_parse as _sp
 
 Role = Literal["root", "cascade", "progress", "info"]
+# How a match singles out the node to blame (module docstring); None: it names no node.
+NodeBlame = Literal["host", "rank", "host_or_rank"]
+NODE_GROUPS = ("node", "host", "hostname", "node_again")  # named regex groups that carry a node name
 # A line that starts the launcher's teardown of the whole job (see SignalPattern.teardown_start).
 TeardownStart = Literal["worker_failed", "stop_requested"]
 # core/classify/blocks.py DECIDERS
@@ -80,6 +94,7 @@ class SignalPattern(BaseModel):
     # For `decide: xid_code`: the class and role of each Xid code (catalogs/xid.yaml, read by
     # its resolution column); a code not listed is the GPU's (core/classify/blocks.py XID_UNLISTED).
     codes: dict[int, tuple[str | None, Role]] | None = None
+    blames_node: NodeBlame | None = None  # a match singles out this node (module docstring)
     description: str = ""
 
     _compiled: re.Pattern[str] = PrivateAttr()
@@ -104,6 +119,21 @@ class SignalPattern(BaseModel):
         missing = [g for g in value if g not in named]
         if missing:
             raise ValueError(f"{missing} are not named groups of the regex (it has {sorted(named)})")
+        return value
+
+    @field_validator("blames_node")
+    @classmethod
+    def _node_group_exists(cls, value: NodeBlame | None, info: ValidationInfo) -> NodeBlame | None:
+        regex = info.data.get("regex")
+        if value != "host" or regex is None:
+            return value
+        extracted = info.data.get("groups")
+        named = set(re.compile(regex).groupindex if extracted is None else extracted)
+        if not named & set(NODE_GROUPS):
+            raise ValueError(
+                f"blames_node: host needs a named group that holds the node (one of {list(NODE_GROUPS)}) "
+                "among the groups it extracts"
+            )
         return value
 
     def model_post_init(self, __context: Any) -> None:
@@ -207,6 +237,7 @@ class Signal:
     source: str | None = None  # file name, if known
     fallback: bool = False  # from a catch-all pattern (the generic exception line)
     teardown_start: TeardownStart | None = None  # the launcher started tearing the job down
+    blames_node: NodeBlame | None = None  # its pattern's: how it singles out a node to blame
 
     @property
     def is_cause_candidate(self) -> bool:
@@ -237,6 +268,7 @@ class Signal:
             "source": self.source,
             "fallback": self.fallback,
             "teardown_start": self.teardown_start,
+            "blames_node": self.blames_node,
         }
 
 

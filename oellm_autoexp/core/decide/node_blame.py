@@ -1,6 +1,8 @@
 """Which nodes to blame for a failed attempt, on evidence that singles them out. Pure.
 
-Evidence that names one node for a reason of its own:
+Evidence that names one node for a reason of its own. A log line is evidence when its pattern
+says how it names a node (`blames_node`, core/classify/signals.py; config/monitoring/*.yaml, a
+user's pattern files too): the shipped ones are
 - a GPU hardware line with its host (`<host> kernel: NVRM: Xid ...`, ECC, "fallen off the bus");
   a host-less one blames the node only when the allocation has a single node;
 - srun's `Node failure on <node>`;
@@ -29,23 +31,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from oellm_autoexp.core.classify.prefixes import torch_rank
-from oellm_autoexp.core.classify.signals import Signal
+from oellm_autoexp.core.classify.signals import NODE_GROUPS, Signal
+from oellm_autoexp.core.decide.nameless_causes import HANG_CAUSES
 from oellm_autoexp.core.decide.straggler_blame import stragglers
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth, RunNodes
 
 DEFAULT_MAX_SHARE = 0.25  # blame no one when evidence names more than this share of the allocation
-HARDWARE_PATTERNS = frozenset({"xid", "gpu_fallen_off_bus", "ecc_error"})  # config/monitoring/base.yaml
-# A node's own mount lost (base.yaml `mount_lost`): blamed only through the rank that printed it.
-RANK_ONLY_PATTERNS = frozenset({"mount_lost"})
-NODE_FAILURE_PATTERNS = frozenset({"srun_node_failure"})
-PREFLIGHT_PATTERNS = frozenset({"preflight_fail"})  # workloads/preflight.py names the node it judged
-# NCCL's IB async event of a node's own port or HCA, named by NCCL's `host:pid:tid` prefix (base.yaml).
-NETWORK_PORT_PATTERNS = frozenset({"nccl_ib_port_event", "nccl_ib_fatal_event"})
-# Megatron's rerun machinery naming the host whose GPU reproduced a NaN/Inf (megatron_production.yaml).
-SUSPECT_GPU_PATTERNS = frozenset({"megatron_rerun_suspect_gpu"})
 NODE_FAILURE_STATES = frozenset({JobState.NODE_FAIL})  # runs of a requeued job that failed on a node
-NODE_GROUPS = ("node", "host", "hostname", "node_again")  # named regex groups that carry a node name
 RANK_LAYOUT_PATTERN = "rank_layout"  # config/monitoring/base.yaml: `autoexp: rank layout: 8 ranks per node`
 
 
@@ -139,20 +132,14 @@ def _from_signals(signals: Iterable[Signal], allocation: Sequence[str]) -> list[
     layout = rank_layout(signals)
     out = []
     for signal in signals:
-        if signal.pattern not in (
-            HARDWARE_PATTERNS
-            | NODE_FAILURE_PATTERNS
-            | PREFLIGHT_PATTERNS
-            | RANK_ONLY_PATTERNS
-            | NETWORK_PORT_PATTERNS
-            | SUSPECT_GPU_PATTERNS
-        ):
+        names = signal.blames_node  # its pattern's `blames_node` (core/classify/signals.py)
+        if names is None:
             continue
-        node = None if signal.pattern in RANK_ONLY_PATTERNS else _node_of(signal.groups)
+        node = None if names == "rank" else _node_of(signal.groups)
         how = ""
-        if node is None and signal.pattern in HARDWARE_PATTERNS | RANK_ONLY_PATTERNS:
+        if node is None and names in ("rank", "host_or_rank"):
             rank = torch_rank(signal.line, signal.groups)
-            if len(allocation) == 1 and signal.pattern in HARDWARE_PATTERNS:
+            if len(allocation) == 1 and names == "host_or_rank":
                 node = allocation[0]  # one node: the line can only be about it
             elif layout is not None and rank is not None:
                 node = node_of_rank(rank, allocation, layout)
@@ -181,13 +168,10 @@ def _from_stragglers(signals: list[Signal], allocation: Sequence[str], layout: i
     return out
 
 
-# A hang's own lines (the heartbeat monitor's, a timeout) are no other cause: they leave the hole.
-HANG_ERROR_TYPES = frozenset({"hang", "nccl_timeout"})
-
-
 def _is_root(signal: Signal) -> bool:
-    """A cause of its own, a catch-all exception line too: a rank that raised and died is silent."""
-    return signal.role == "root" and signal.is_cause_candidate and signal.error_type not in HANG_ERROR_TYPES
+    """A cause of its own, a catch-all exception line too: a rank that raised and died is silent.
+    A hang's own lines (the heartbeat monitor's, a timeout) are no other cause: they leave the hole."""
+    return signal.role == "root" and signal.is_cause_candidate and signal.error_type not in HANG_CAUSES
 
 
 def _from_slurm(unhealthy: Iterable[NodeHealth]) -> list[Blame]:

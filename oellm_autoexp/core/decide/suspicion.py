@@ -20,10 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oellm_autoexp.core.decide.judge import PastDecision
+from oellm_autoexp.core.decide.nameless_causes import SUSPECT_CAUSES
 from oellm_autoexp.core.decide.policy import DecisionAction
-
-# Causes a broken node gives that usually name no node (the error type, else the outcome's kind).
-SUSPECT_CAUSES = frozenset({"hang", "nccl_timeout", "nccl"})
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,13 @@ completed shows its tail (issue 28)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
-from oellm_autoexp.cli.run import TAIL_LINES, end_lines
+from oellm_autoexp.adapters.store.reader import StoreReader
+from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore
+from oellm_autoexp.cli.run import TAIL_LINES, end_lines, end_summary
+from oellm_autoexp.core.jobs.attempt_pick import DROPPED_PREFIX
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.watch.evidence import Evidence
 from tests.unit.cli.test_views import attempt, decision, job
@@ -59,3 +63,35 @@ def test_a_completed_job_or_one_without_a_cause_shows_its_tail(tmp_path: Path) -
         == tail
     )
     assert end_lines(job("stopped"), last._replace(log_path=None), []) == []
+
+
+def test_the_summary_quotes_the_attempt_status_shows_not_a_dropped_successor(tmp_path: Path) -> None:
+    """`end_summary` picks each job's attempt by the reader's rule (StoreReader.shown_attempts),
+    the one `status` shows: when attempt 1's OOM stopped the job, the successor queued behind it
+    (attempt 2, the latest) was cancelled: the end quotes attempt 1's OOM line, not attempt 2."""
+    log = _log(tmp_path)
+    t0 = datetime(2026, 11, 25, 8, 0, tzinfo=UTC)
+    with SQLiteStore(tmp_path / "state") as store:
+        session = store.create_session("s", config_path="x.yaml", config={}, now=t0)
+        job_info = store.add_job(session.id, job_key="main", name="train", plan={}, now=t0)
+        ids = []
+        for no, slurm_id in ((1, "7"), (2, "8")):
+            ids.append(store.record_intent(job_info.id, no, f"tag-{no}", now=t0))
+            store.confirm_submitted(
+                ids[-1], slurm_id, now=t0, log_path=str(log) if no == 1 else "/nowhere/8.out"
+            )
+        store.update_attempt_state(ids[0], JobState.FAILED, exit_code=1, ended_at=t0)
+        evidence = Evidence(
+            kind="oom", error_type="oom", signal="cuda_oom", lines=(OOM_LINE,), root_line_no=57
+        )
+        stop = "Permanent failure detected (excluded error_type: oom)"
+        store.record_decision(job_info.id, attempt_id=ids[0], action="stop", reason=stop,
+                              evidence=evidence.to_json(), now=t0)  # fmt: skip
+        store.set_job_status(job_info.id, "stopped", stop)
+        store.update_attempt_state(ids[1], JobState.CANCELLED, ended_at=t0)
+        store.record_decision(job_info.id, attempt_id=ids[1], action="none",
+                              reason=f"{DROPPED_PREFIX}2 (job 8) cancelled: {stop}", now=t0)  # fmt: skip
+        with StoreReader.beside(store) as reader:
+            assert end_summary(reader, session.id) == [
+                f"--- train: stop on line 57 of {log} (oom):\n    {OOM_LINE}"
+            ]

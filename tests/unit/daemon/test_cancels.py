@@ -184,3 +184,19 @@ def test_a_pass_over_many_failing_cancels_reads_no_decisions(scancel: FakeScance
     cancels.retry_due(now=15.0)
     assert store.events()[-1] == "job 4245 cancelled after 2 failed scancels"
     assert store.reads == len(lives) and len(scancel.calls) == 3 * len(lives)
+
+
+def test_then_runs_once_when_a_scancel_goes_through_at_a_later_try(scancel: FakeScancel) -> None:
+    """A cancel's `then` (a queued successor's bookkeeping, daemon/successor.py) waits while scancel
+    fails and runs once, at the try that goes through, even when that try is a retry."""
+    store = FakeStore()
+    cancels = Cancels(store, lambda _line: None)  # type: ignore[arg-type]
+    done: list[float] = []
+    live = _live()
+    assert cancels.cancel(live, now=0.0, then=done.append) is False
+    assert done == [] and cancels.is_failing(10) and [f.live for f in cancels.failing()] == [live]
+    scancel.failing = False
+    cancels.retry_due(now=5.0)
+    assert done == [5.0] and not cancels.is_failing(10)
+    cancels.retry_due(now=100.0)
+    assert done == [5.0]

@@ -510,6 +510,12 @@ def test_user_patterns_extend_include_and_disable() -> None:
         ({"name": "g", "regex": "(?P<a>x)", "groups": ["b"]}, "patterns[0] (name 'g') key 'groups'"),
         ({"name": "r", "regex": "x", "role": "primary"}, "patterns[0] (name 'r') key 'role'"),
         ({"name": "t", "regex": "x", "typo_key": 1}, "patterns[0] (name 't') key 'typo_key'"),
+        ({"name": "n", "regex": "x", "blames_node": "gpu"}, "patterns[0] (name 'n') key 'blames_node'"),
+        # `host`: the node comes from a named group, and this regex has none
+        (
+            {"name": "h", "regex": "(?P<id>x)", "blames_node": "host"},
+            "patterns[0] (name 'h') key 'blames_node'",
+        ),
     ],
 )
 def test_bad_user_pattern_is_a_user_error_naming_file_pattern_and_key(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import yaml
@@ -91,8 +92,15 @@ NOW = datetime(2026, 11, 23, 8, 0, tzinfo=UTC)
 ALLOC4 = ("gpu01", "gpu02", "gpu03", "gpu04")
 
 
+SHIPPED = load_patterns(["megatron_production"])
+
+
 def sig(pattern: str, line: str, line_no: int = 7, **groups: str) -> Signal:
-    return Signal(pattern, "gpu_hardware", "gpu", "root", line, line_no, groups, source="job.log")
+    """A signal of the shipped pattern `pattern`, carrying its `blames_node` as the classifier does."""
+    shipped = SHIPPED.get(pattern)
+    blames_node = shipped.blames_node if shipped is not None else None
+    return Signal(pattern, "gpu_hardware", "gpu", "root", line, line_no, groups, source="job.log",
+                  blames_node=blames_node)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -314,6 +322,48 @@ def test_shipped_patterns_read_the_layout_line_and_blame_the_rank_s_node() -> No
     ]
     signals = classify_lines(lines, load_patterns(["megatron_production"]))
     assert list(blame_nodes(signals, ALLOC4).nodes) == ["gpu03"]
+
+
+SITE_PATTERNS = """\
+include: [megatron_production]
+patterns:
+  - name: site_health_check
+    regex: '^healthcheck: (?P<node>[\\w-]+) failed: (?P<what>.+)'
+    error_type: gpu_hardware
+    subsystem: host
+    blames_node: host
+  - name: site_scratch_full
+    regex: 'No space left on device: .?/local_scratch'
+    error_type: filesystem
+    subsystem: host
+    blames_node: rank
+"""
+
+
+@pytest.mark.parametrize(
+    ("line", "blamed"),
+    [
+        # `blames_node: host`: the node its match names
+        ("healthcheck: gpu02 failed: nvidia-smi timed out", ["gpu02"]),
+        # `blames_node: rank`: the node of the rank that printed it (13 // 4 = node 3)
+        ("[rank13]: OSError: [Errno 28] No space left on device: '/local_scratch/shard_3'", ["gpu04"]),
+    ],
+)
+def test_a_user_pattern_with_blames_node_blames_its_node(
+    tmp_path: Path, line: str, blamed: list[str]
+) -> None:
+    """A user's own pattern file names nodes the way the shipped ones do: the key, not the name, decides."""
+    mine = tmp_path / "site.yaml"
+    mine.write_text(SITE_PATTERNS)
+    layout = "autoexp: rank layout: 4 ranks per node (node rank = SLURM_NODEID)"
+    signals = classify_lines([layout, line], load_patterns([mine]))
+    assert list(blame_nodes(signals, ALLOC4).nodes) == blamed
+    # the same pattern without the key names no node
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(
+        SITE_PATTERNS.replace("    blames_node: host\n", "").replace("    blames_node: rank\n", "")
+    )
+    assert list(blame_nodes(classify_lines([layout, line], load_patterns([plain])), ALLOC4).nodes) == []
 
 
 MOUNT = "OSError: [Errno 107] Transport endpoint is not connected: '/ckpt/iter_0012000'"
