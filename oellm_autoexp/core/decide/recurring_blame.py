@@ -25,11 +25,10 @@ from collections.abc import Iterable, Sequence
 
 from oellm_autoexp.core.classify.prefixes import strip_prefix
 from oellm_autoexp.core.classify.signals import Signal
+from oellm_autoexp.core.decide.nameless_causes import SUSPECT_CAUSES
 from oellm_autoexp.core.decide.node_blame import DEFAULT_MAX_SHARE, Blame, BlameResult, blame_limit
 from oellm_autoexp.core.decide.policy import RestartRecord
 
-# Causes whose attempt's NCCL lines are worth remembering: a network fault ends an attempt as one of these.
-NETWORK_CAUSES = frozenset({"nccl", "nccl_timeout", "hang"})
 NCCL_ERROR_TYPE = "nccl"  # the classifier's error type of NCCL's own transport errors
 WINDOW_S = 24 * 3600.0  # how far back an earlier failure's NCCL lines count (one day of restarts)
 # NCCL's debug prefix (src/debug.cc: "%s:%d:%d [%d] ", host name, pid, tid, CUDA device).
@@ -50,7 +49,7 @@ def network_named(signals: Iterable[Signal], allocation: Sequence[str], cause: s
     matched to the allocation by their short name (`node7` for `node7.cluster`); a host the
     allocation lacks is another job's and is left out.
     """
-    if cause not in NETWORK_CAUSES:
+    if cause not in SUSPECT_CAUSES:  # a network fault ends an attempt as one of these
         return ()
     alloc = {_short(n): n for n in allocation}
     named: list[str] = []
