@@ -111,6 +111,7 @@ def _match_line(
                 fallback=pattern.fallback,
                 teardown_start=pattern.teardown_start,
                 blames_node=pattern.blames_node,
+                warns_of_hang=pattern.warns_of_hang,
             )
         )
     return signals

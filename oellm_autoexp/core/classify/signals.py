@@ -95,6 +95,9 @@ class SignalPattern(BaseModel):
     # its resolution column); a code not listed is the GPU's (core/classify/blocks.py XID_UNLISTED).
     codes: dict[int, tuple[str | None, Role]] | None = None
     blames_node: NodeBlame | None = None  # a match singles out this node (module docstring)
+    # A match warns that the job is about to hang (a node's link went down): the counter may then
+    # stand still only briefly before the attempt is judged hung (core/watch/progress.py).
+    warns_of_hang: bool = False
     description: str = ""
 
     _compiled: re.Pattern[str] = PrivateAttr()
@@ -238,6 +241,7 @@ class Signal:
     fallback: bool = False  # from a catch-all pattern (the generic exception line)
     teardown_start: TeardownStart | None = None  # the launcher started tearing the job down
     blames_node: NodeBlame | None = None  # its pattern's: how it singles out a node to blame
+    warns_of_hang: bool = False  # its pattern's: the job is about to hang (core/watch/progress.py)
 
     @property
     def is_cause_candidate(self) -> bool:
@@ -269,6 +273,7 @@ class Signal:
             "fallback": self.fallback,
             "teardown_start": self.teardown_start,
             "blames_node": self.blames_node,
+            "warns_of_hang": self.warns_of_hang,
         }
 
 

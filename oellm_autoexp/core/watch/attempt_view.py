@@ -237,6 +237,7 @@ class AttemptView:
             last_output_s=min(t.last_output_s, written_s),
             progress_s=None if t.progress_s is None else min(t.progress_s, written_s),
             checkpoint_since_s=None if t.checkpoint_since_s is None else min(t.checkpoint_since_s, written_s),
+            warned_s=None if t.warned_s is None else min(t.warned_s, written_s),
         )
 
     def _after_read(
@@ -275,6 +276,8 @@ class AttemptView:
                     self.total_iterations = int(total)
             if isinstance(signal, Signal):  # a mark is never fatal
                 self._note_fatal(signal, at)
+                if signal.warns_of_hang:  # the shorter clock of core/watch/progress.py
+                    tracker = progress.advance(tracker, progress.HangWarning(), at)
         if pending:
             tracker = progress.advance_iterations(tracker, pending)
         self.tracker = tracker

@@ -23,6 +23,14 @@ does not move it. Intervals that span a checkpoint save are not sampled.
 
 While a checkpoint save is in progress both limits are raised to at least
 `checkpoint_grace_s`, counted from the later of the save's start and the last event.
+
+A line that warns of a hang (`HangWarning`: a pattern with `warns_of_hang: true`, such as
+NCCL's InfiniBand port event on a node whose link went down) shortens the progress limit:
+once it was read, the counter may stand still only max(`warned_factor` x the step interval,
+`warned_floor_s`) from it. Every rank then waits in a collective that cannot finish, and
+torch's NCCL watchdog (10 minutes by default) or the plain limit (15 minutes) would be the
+first to say so. An advance of the counter clears the warning: a link that flapped and came
+back is no hang.
 """
 
 from __future__ import annotations
@@ -58,6 +66,11 @@ class HangConfig(BaseModel):
     checkpoint_grace_s: float = Field(default=3600.0, gt=0)
     # 1 h: checkpoint loading, dataset index building and compilation before iteration 1.
     startup_timeout_s: float = Field(default=3600.0, gt=0)
+    # After a line that warns of a hang: five normal log intervals without an advance...
+    warned_factor: float = Field(default=5.0, gt=0)
+    # ... and at least 3 min: a link that flaps comes back within seconds (NCCL retries), while an
+    # evaluation pass that happens to start right after the warning still gets a few minutes.
+    warned_floor_s: float = Field(default=180.0, gt=0)
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,7 @@ class ProgressState:
     intervals_s: tuple[float, ...] = ()  # recent times between counter advances, oldest first
     clean_interval: bool = False  # True when the interval running since progress_s may be sampled
     checkpoint_since_s: float | None = None  # a save started then and has not finished yet
+    warned_s: float | None = None  # a line warned of a hang then, and the counter has not advanced since
 
     @property
     def step_interval_s(self) -> float | None:
@@ -103,7 +117,12 @@ class CheckpointDone:
     """A line said a checkpoint save finished."""
 
 
-ProgressEvent = Output | Iteration | CheckpointStart | CheckpointDone
+@dataclass(frozen=True)
+class HangWarning:
+    """A line warned that the job is about to hang (its pattern's `warns_of_hang`)."""
+
+
+ProgressEvent = Output | Iteration | CheckpointStart | CheckpointDone | HangWarning
 
 
 @dataclass(frozen=True)
@@ -137,6 +156,9 @@ def advance(state: ProgressState, event: ProgressEvent, now: float) -> ProgressS
             return replace(seen, checkpoint_since_s=since, clean_interval=False)
         case CheckpointDone():
             return _on_checkpoint_done(seen, now)
+        case HangWarning():
+            # The first warning since the last advance starts the shorter clock; later ones do not move it.
+            return seen if state.warned_s is not None else replace(seen, warned_s=now)
         case _:
             return seen
 
@@ -146,7 +168,7 @@ def _on_iteration(state: ProgressState, iteration: int, now: float, *, sample: b
     # A repeated or lower counter (a line printed twice, an evaluation line) is not progress.
     if state.iteration is not None and iteration <= state.iteration:
         return state if last_output_s == state.last_output_s else replace(state, last_output_s=last_output_s)
-    intervals = state.intervals_s
+    intervals = state.intervals_s  # an advance: the warning of a hang, if any, is over (warned_s unset)
     if state.progress_s is not None and state.clean_interval and sample:
         intervals = (*intervals, now - state.progress_s)[-STEP_SAMPLES:]
     # Built directly, not with dataclasses.replace: this runs for every iteration line read
@@ -181,14 +203,18 @@ def advance_iterations(state: ProgressState, iterations: Iterable[tuple[int, flo
     intervals = (
         tuple(samples[-STEP_SAMPLES:]) if len(samples) != len(state.intervals_s) else state.intervals_s
     )
-    return ProgressState(state.started_s, last_output_s, iteration, progress_s, intervals, clean, saving)
+    warned = state.warned_s if iteration == state.iteration else None  # an advance ends the warning
+    return ProgressState(
+        state.started_s, last_output_s, iteration, progress_s, intervals, clean, saving, warned
+    )
 
 
 def _on_checkpoint_done(state: ProgressState, now: float) -> ProgressState:
     # A finished save is useful work: the progress clock restarts, but the interval from
     # here to the next advance is partial and must not be sampled.
     progress_s = now if state.iteration is not None else state.progress_s
-    return replace(state, checkpoint_since_s=None, progress_s=progress_s, clean_interval=False)
+    # A save's collectives finished too: whatever a warning of a hang said, the job is alive.
+    return replace(state, checkpoint_since_s=None, progress_s=progress_s, clean_interval=False, warned_s=None)
 
 
 def progress_limit_s(state: ProgressState, config: HangConfig) -> float:
@@ -207,7 +233,11 @@ def check_hang(state: ProgressState, now: float, config: HangConfig) -> HangVerd
     """
     if state.iteration is None or state.progress_s is None:
         return _startup_verdict(state, now, config)
-    return _output_verdict(state, now, config) or _progress_verdict(state, state.progress_s, now, config)
+    return (
+        _output_verdict(state, now, config)
+        or _progress_verdict(state, state.progress_s, now, config)
+        or _warned_verdict(state, now, config)
+    )
 
 
 def next_deadline_s(state: ProgressState, config: HangConfig) -> float:
@@ -228,7 +258,9 @@ def next_deadline_s(state: ProgressState, config: HangConfig) -> float:
         output_limit = max(output_limit, config.checkpoint_grace_s)
         progress_since = max(progress_since, state.checkpoint_since_s)
         progress_limit = max(progress_limit, config.checkpoint_grace_s)
-    return min(state.last_output_s + output_limit, progress_since + progress_limit)
+    warned = _warned_deadline_s(state, config)
+    deadline = min(state.last_output_s + output_limit, progress_since + progress_limit)
+    return deadline if warned is None else min(deadline, warned)
 
 
 def _startup_verdict(state: ProgressState, now: float, config: HangConfig) -> HangVerdict | None:
@@ -261,6 +293,33 @@ def _progress_verdict(
     if waited <= limit:
         return None
     detail = f"no progress past iteration {state.iteration} for {waited:.0f}s ({_limit_basis(state, limit, config)})"
+    return HangVerdict(HangKind.NO_PROGRESS, waited, limit, state.iteration, detail)
+
+
+def warned_limit_s(state: ProgressState, config: HangConfig) -> float:
+    """How long the counter may stand still after a line that warned of a hang: max(k x interval, floor)."""
+    step = state.step_interval_s
+    return max(config.warned_factor * step, config.warned_floor_s) if step else config.warned_floor_s
+
+
+def _warned_deadline_s(state: ProgressState, config: HangConfig) -> float | None:
+    """When the shorter clock of a hang warning runs out; None without a warning, or while a save runs."""
+    if state.warned_s is None or state.checkpoint_since_s is not None:
+        return None
+    return state.warned_s + warned_limit_s(state, config)
+
+
+def _warned_verdict(state: ProgressState, now: float, config: HangConfig) -> HangVerdict | None:
+    deadline = _warned_deadline_s(state, config)
+    if deadline is None or state.warned_s is None or now <= deadline:
+        return None
+    waited, limit = now - state.warned_s, warned_limit_s(state, config)
+    step = state.step_interval_s
+    basis = f"{config.warned_factor:g} x {step:.1f}s step interval" if step else "no interval yet"
+    detail = (
+        f"no progress past iteration {state.iteration} for {waited:.0f}s after a line that warns of a hang "
+        f"(limit {limit:.0f}s = max({basis}, floor {config.warned_floor_s:.0f}s))"
+    )
     return HangVerdict(HangKind.NO_PROGRESS, waited, limit, state.iteration, detail)
 
 

@@ -358,3 +358,24 @@ def test_a_rank_that_raised_and_lingers_beside_a_blocked_peer_is_judged_at_the_s
     first = result.decisions[0]
     assert first.judgement.evidence.after_first_fatal_s == 5.0
     assert "injected crash at iteration 230 on rank 1" in (first.judgement.evidence.first_fatal_line or "")
+
+
+PORT_EVENT = (
+    "gpu17:3468:3912 [0] transport/net_ib/common.cc:179 (ncclIbAsyncThreadMain) NCCL WARN NET/IB : "
+    "mlx5_0:1 Got non-fatal async event: port error(10)"
+)
+
+
+def test_a_port_event_then_a_still_counter_is_a_hang_within_the_warned_limit_not_the_watchdog() -> None:
+    """Counter every 10 s, then NCCL's port event on gpu17 at t=100 and silence (every rank waits in
+    the collective; torch's watchdog would speak at t=700): judged hung max(5 x 10 s, 180 s) after the
+    event, on the event as its cause, and the restart keeps gpu17 out."""
+    hang = HangConfig(no_output_timeout_s=1800.0, progress_floor_s=900.0)  # the shipped limits
+    batches = [Batch(10.0 * n, (iteration(n),)) for n in range(1, 10)] + [Batch(100.0, (PORT_EVENT,))]
+    result = replay(batches, SlurmView(0.0, 5000.0, FAILED), setup(hang=hang))
+    [decision] = result.decisions
+    assert 280.0 <= decision.at_s <= 300.0  # 100 s + 180 s, at the next poll
+    judged = decision.judgement
+    assert judged.outcome.error_type == "nccl" and judged.evidence.signal == "nccl_ib_port_event"
+    assert "warns of a hang" in (judged.evidence.observed or "")
+    assert judged.effects.exclude_nodes == ("gpu17",)

@@ -14,6 +14,7 @@ from oellm_autoexp.core.watch.progress import (
     CheckpointStart,
     HangConfig,
     HangKind,
+    HangWarning,
     Iteration,
     Output,
     ProgressEvent,
@@ -21,6 +22,7 @@ from oellm_autoexp.core.watch.progress import (
     advance,
     advance_iterations,
     check_hang,
+    next_deadline_s,
     progress_limit_s,
     start,
 )
@@ -222,3 +224,37 @@ def test_advance_iterations_is_one_advance_per_line(seed: int) -> None:
     for counter, at, gap in batch:
         one_by_one = advance(one_by_one, Iteration(counter, after_gap=gap), at)
     assert advance_iterations(state, batch) == one_by_one
+
+
+# -- a line that warns of a hang -----------------------------------------------------------------
+
+WARNED = CONFIG.model_copy(update={"progress_floor_s": 400.0, "warned_factor": 2.0, "warned_floor_s": 15.0})
+
+
+def test_a_hang_warning_shortens_the_progress_limit_from_the_warning() -> None:
+    """Counter every 10 s (limit max(3 x 10, 400) = 400 s); a warning at 60 s: judged hung once the
+    counter stood still max(2 x 10, 15) = 20 s after it, not 400 s after the last advance."""
+    state = advance(replay(iterations(10.0, 6)), HangWarning(), 60.0)
+    assert state.warned_s == 60.0
+    assert check_hang(state, 80.0, WARNED) is None
+    verdict = check_hang(state, 81.0, WARNED)
+    assert verdict is not None and verdict.kind is HangKind.NO_PROGRESS and verdict.limit_s == 20.0
+    assert "warns of a hang" in verdict.detail and "iteration 60" in verdict.detail
+    assert next_deadline_s(state, WARNED) == 80.0
+
+
+def test_only_the_first_warning_since_an_advance_starts_the_clock_and_an_advance_ends_it() -> None:
+    state = advance(advance(replay(iterations(10.0, 6)), HangWarning(), 60.0), HangWarning(), 75.0)
+    assert state.warned_s == 60.0
+    flapped = advance(state, Iteration(70), 70.0)  # the link came back: training went on
+    assert flapped.warned_s is None and check_hang(flapped, 100.0, WARNED) is None
+    folded = advance_iterations(state, [(70, 70.0, False)])
+    assert folded == flapped
+    assert advance_iterations(state, [(60, 70.0, False)]).warned_s == 60.0  # a repeated counter is no advance
+
+
+def test_a_save_keeps_its_grace_over_a_warning_and_its_end_clears_it() -> None:
+    state = advance(advance(replay(iterations(10.0, 6)), CheckpointStart(), 61.0), HangWarning(), 62.0)
+    assert check_hang(state, 200.0, WARNED) is None  # the save's grace (500 s) still runs
+    done = advance(state, CheckpointDone(), 300.0)
+    assert done.warned_s is None and check_hang(done, 330.0, WARNED) is None
