@@ -190,12 +190,9 @@ def test_a_stop_whose_scancel_fails_is_cancelled_again_until_the_job_ends(autoex
     assert f"job {first} cancelled after " in autoexp.cli("status").stdout
 
 
-def test_a_dropped_successor_whose_scancel_fails_is_cancelled_again(autoexp: AutoexpEnv) -> None:
-    """`restart.queued_successor`: attempt 1 fails with an OOM (stop), and the scancel of the
-    successor queued behind it fails: the monitor says so, stays, and cancels it again on the
-    backoff; once scancel works the successor is cancelled (the dropped event) and the monitor
-    ends. Before, the one failed scancel was never tried again: the monitor ended at once and
-    left the successor in Slurm's queue."""
+def _successor_queued_behind_an_oom(autoexp: AutoexpEnv) -> tuple[subprocess.Popen[bytes], str]:
+    """`restart.queued_successor` with a scancel that fails: attempt 1 runs, attempt 2 is queued
+    behind it, then attempt 1 fails with an OOM (a stop). The monitor and attempt 2's Slurm id."""
     env = broken_scancel(autoexp)
     script = autoexp.script(
         f'if [ "$n" -eq 1 ]; then wait_for fail; echo {json.dumps(OOM_LINE)} >&2; exit 1; fi\n'
@@ -207,6 +204,16 @@ def test_a_dropped_successor_whose_scancel_fails_is_cancelled_again(autoexp: Aut
     wait_until(lambda: len(autoexp.attempts()) == 2, "attempt 2 queued")
     second = autoexp.attempts()[1].executor_job_id or ""
     autoexp.flag("fail")
+    return monitor, second
+
+
+def test_a_dropped_successor_whose_scancel_fails_is_cancelled_again(autoexp: AutoexpEnv) -> None:
+    """`restart.queued_successor`: attempt 1 fails with an OOM (stop), and the scancel of the
+    successor queued behind it fails: the monitor says so, stays, and cancels it again on the
+    backoff; once scancel works the successor is cancelled (the dropped event) and the monitor
+    ends. Before, the one failed scancel was never tried again: the monitor ended at once and
+    left the successor in Slurm's queue."""
+    monitor, second = _successor_queued_behind_an_oom(autoexp)
     failed = f"attempt 2 (job {second}): scancel failed again (2 times)"  # daemon/cancels.py's words
     wait_until(lambda: failed in autoexp.output(monitor), "a second try")
     assert monitor.poll() is None and squeue_state(second) == "PENDING", autoexp.output(monitor)
@@ -230,17 +237,7 @@ def test_a_dropped_successor_left_failing_by_one_monitor_is_cancelled_by_the_nex
     process, cancels the successor (scancel works again), records it cancelled and ends the
     session. Before, the retry lived in monitor 1's memory: the next monitor did not even load
     the stopped job, and the successor stayed in Slurm's queue."""
-    env = broken_scancel(autoexp)
-    script = autoexp.script(
-        f'if [ "$n" -eq 1 ]; then wait_for fail; echo {json.dumps(OOM_LINE)} >&2; exit 1; fi\n'
-        'echo "attempt $n trains"\nwait_for finish\n'
-    )
-    config = autoexp.experiment(["bash", str(script)], restart={"queued_successor": True})
-    monitor = autoexp.start("run", str(config), env=env)
-    autoexp.running(1)
-    wait_until(lambda: len(autoexp.attempts()) == 2, "attempt 2 queued")
-    second = autoexp.attempts()[1].executor_job_id or ""
-    autoexp.flag("fail")
+    monitor, second = _successor_queued_behind_an_oom(autoexp)
     failing = f"cancel requested, cancel failing: {SCANCEL_ERROR}"
     wait_until(lambda: ("none", failing) in autoexp.reasons(), "the successor's failing cancel event")
     monitor.send_signal(signal.SIGINT)
