@@ -49,7 +49,10 @@ class KeywordIndex:
     # keyword in a line is a substring of some report (overlaps included).
     sensitive_words: re.Pattern[str] | None
     insensitive_words: re.Pattern[str] | None
-    by_keyword: dict[str, tuple[int, ...]]  # reported keyword -> entries it admits (filled lazily)
+    # (case mode, reported keyword) -> entries it admits (filled lazily). The case mode is part of the
+    # key: a word both a case-sensitive and a case-insensitive pattern use is reported by both scans,
+    # and each must admit its own entries, not the ones the other scan cached first.
+    by_keyword: dict[tuple[bool, str], tuple[int, ...]]
     unfiltered: tuple[int, ...]  # entries without keywords: always tried
     # Progress entries no `after:` names: in a run of their lines only the last few are matched.
     collapsible: tuple[int, ...] = ()
@@ -154,14 +157,14 @@ def entries_for(line: str, index: KeywordIndex) -> list[int]:
             match = regex.search(line, match.start() + 1)
         for reported in reports:
             key = reported.lower() if ignore_case else reported
-            admitted = index.by_keyword.get(key)
+            admitted = index.by_keyword.get((ignore_case, key))
             if admitted is None:
                 admitted = tuple(
                     i
                     for i, e in enumerate(index.entries)
                     if e.ignore_case == ignore_case and any(k in key for k in e.keywords)
                 )
-                index.by_keyword[key] = admitted
+                index.by_keyword[(ignore_case, key)] = admitted
             found.update(admitted)
     return sorted(found)
 
