@@ -10,7 +10,9 @@ from oellm_autoexp.core.classify.signals import PatternSet, SignalPattern
 def _shared_word_set() -> PatternSet:
     return PatternSet(
         patterns=[
-            SignalPattern(name="sensitive", regex=r"checkpoint from \S+", keywords=["checkpoint"], role="info"),
+            SignalPattern(
+                name="sensitive", regex=r"checkpoint from \S+", keywords=["checkpoint"], role="info"
+            ),
             SignalPattern(
                 name="insensitive",
                 regex=r"checkpoint \S+ not found",
@@ -33,7 +35,8 @@ def test_a_word_of_both_case_modes_admits_the_patterns_of_each() -> None:
     names = [index.entries[i].pattern.name for i in entries_for("loading checkpoint from /ckpt", index)]
     assert names == ["sensitive", "insensitive"]
     again = [index.entries[i].pattern.name for i in entries_for("Checkpoint /ckpt/x.pt not found", index)]
-    assert again == ["insensitive"]  # `Checkpoint` is not the sensitive keyword: only the insensitive scan reports it
+    # `Checkpoint` is not the sensitive keyword: only the insensitive scan reports it
+    assert again == ["insensitive"]
     line = "ValueError: checkpoint /ckpt/x.pt not found"
     assert [s.pattern for s in classify_line(line, patterns)] == ["insensitive"]
     assert [s.pattern for s in classify_lines([line], patterns)] == ["insensitive"]  # the bulk path agrees
