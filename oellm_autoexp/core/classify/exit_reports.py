@@ -57,6 +57,7 @@ _SPAWN_EXIT = re.compile(r"terminated with exit code (?P<code>\d+)")
 _MPI_SIGNAL = re.compile(r"(?:exited on |^)signal (?P<num>\d+)")  # `^`: the line wrapped before `signal`
 _HYDRA_EXIT = re.compile(r"EXIT CODE: (?P<code>\d+)")
 _HYDRA_SIGNAL = re.compile(r"EXIT STRING: .*\(signal (?P<num>\d+)\)")
+_INTERRUPTED = re.compile(r"\(interrupted by signal (?P<num>\d+)")  # an IDE's run report (PyCharm, CLion)
 
 
 def decide_launcher_exit(line: str) -> str | None:
@@ -72,7 +73,7 @@ def decide_launcher_exit(line: str) -> str | None:
         return signal_class(signal_number(m.group("name")))
     if (m := _SPAWN_EXIT.search(line)) is not None:
         return _by_code(int(m.group("code")))
-    if (m := _MPI_SIGNAL.search(line) or _HYDRA_SIGNAL.search(line)) is not None:
+    if (m := _MPI_SIGNAL.search(line) or _HYDRA_SIGNAL.search(line) or _INTERRUPTED.search(line)) is not None:
         return signal_class(int(m.group("num")))
     if (m := _HYDRA_EXIT.search(line)) is not None:
         code = int(m.group("code"))
