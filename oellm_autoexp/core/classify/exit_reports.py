@@ -96,7 +96,8 @@ _REFUSAL = re.compile(
 )
 
 # slurm_errno.c strings (and the socket errors `%m` can carry) that say the controller was
-# not reached or was busy: the request itself was never judged, so no cause is known.
+# not reached or was busy, or that the allocation was not in a state to take the request:
+# the request itself was never judged, so no cause is known.
 TRANSIENT_REFUSALS = (
     "socket timed out on send/recv operation",
     "unable to contact slurm controller",
@@ -107,6 +108,10 @@ TRANSIENT_REFUSALS = (
     "resource temporarily unavailable",
     "unable to create job record, try again",
     "slurmctld is busy",
+    # the request was fine, the allocation was not ready for it: its job is ending (a time limit, a
+    # cancel) or its nodes are still held by another step. The job's own end says why, if anything.
+    "job/step already completing or completed",
+    "requested nodes are busy",
 )
 
 
