@@ -43,6 +43,18 @@ CASES = [
     ("Process finished with exit code 137 (interrupted by signal 9: SIGKILL)", "killed"),
     ("Process finished with exit code 130 (interrupted by signal 2: SIGINT)", None),
     ("Killed 3 stale workers before the restart", None),
+    # any CUDA/HIP error name a program reports; the names AMD_LOG_LEVEL logs print on healthy runs are not errors
+    ("Failed to launch CUDA kernel: fusion_12: CUDA_ERROR_INVALID_VALUE: invalid argument", "cuda_error"),
+    ("parallel_for failed: cudaErrorInvalidConfiguration: invalid configuration argument", "cuda_error"),
+    (
+        ":3:hip_event.cpp            :345 : 1234 us: [pid:1 tid:0x7f] hipEventQuery: Returned hipErrorNotReady :",
+        None,
+    ),
+    (
+        ":3:hip_peer.cpp :345 : 1 us: hipDeviceEnablePeerAccess: Returned hipErrorPeerAccessAlreadyEnabled :",
+        None,
+    ),
+    ("cudaError_t err = cudaGetLastError();", None),
     # srun: the step's own request, not the node
     (
         "srun: error: Task launch for StepId=12.0 failed on node gpu07: Unable to satisfy cpu bind request",
