@@ -122,3 +122,25 @@ def decide_slurm_refusal(line: str) -> str | None:
         return None
     reason = m.group("reason").lower()
     return None if any(t in reason for t in TRANSIENT_REFUSALS) else "config_error"
+
+
+# --------------------------------------------------------------------------- DataLoader re-raise
+
+# torch/utils/data/_utils/worker.py ExceptionWrapper.reraise: `Caught <Name> in DataLoader worker
+# process <N>.` names the worker's own exception. Its name gives the class where the name alone
+# says enough; the worker's traceback below it, when in view, says more.
+_WORKER_RERAISE = re.compile(r"Caught (?P<name>[A-Za-z_][\w.]*) in DataLoader worker process")
+WORKER_EXCEPTION_CLASS = {
+    "FileNotFoundError": "config_error",  # a data or checkpoint file that is not there, on every retry
+    "MemoryError": "oom",
+    "OutOfMemoryError": "oom",  # torch.cuda.OutOfMemoryError raised in a worker (pin memory, a GPU transform)
+    "_ArrayMemoryError": "oom",  # numpy
+}
+
+
+def decide_worker_exception(line: str) -> str | None:
+    """The class of torch's `Caught <Name> in DataLoader worker process N.`: by the name, else `exception`."""
+    m = _WORKER_RERAISE.search(line)
+    if m is None:
+        return None
+    return WORKER_EXCEPTION_CLASS.get(m.group("name").rsplit(".", 1)[-1], "exception")

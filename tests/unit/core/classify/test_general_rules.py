@@ -55,6 +55,14 @@ CASES = [
         None,
     ),
     ("cudaError_t err = cudaGetLastError();", None),
+    # a DataLoader worker's exception re-raised by the main process: its name decides where it says enough
+    ("FileNotFoundError: Caught FileNotFoundError in DataLoader worker process 3.", "config_error"),
+    ("MemoryError: Caught MemoryError in DataLoader worker process 0.", "oom"),
+    ("KeyError: Caught KeyError in DataLoader worker process 1.", "exception"),
+    # memory in every allocator's words, also cut short
+    ("RuntimeError: CUDA out of memory.", "oom"),
+    ("torch.cuda.OutOfMemoryError", "oom"),
+    ("python invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0, oom_score_adj=0", "oom"),
     # srun: the step's own request, not the node
     (
         "srun: error: Task launch for StepId=12.0 failed on node gpu07: Unable to satisfy cpu bind request",
