@@ -25,6 +25,9 @@ CASES = [
     ("ValueError: Unable to find checkpoint for 'global_step100'", "config_error"),
     ("Exception: Checkpoint file not found", "config_error"),
     ("[rank0]: RuntimeError: Checkpoint directory /ckpt/run3 does not exist", "config_error"),
+    ("OSError: weights/best.pt can not be found", "config_error"),
+    ("RuntimeError: Could not find model_best.pth.tar in ./output", "config_error"),
+    ("ValueError: Checkpoint loaded from run3/last.pt has wrong keys", "exception"),
     # ... but the same words as a notice, a warning, or a name that only starts with the word: no cause
     ("=> no checkpoint found at 'checkpoint.pth.tar'", None),
     ("No checkpoint found at /ckpt/run3, training from scratch", None),
