@@ -28,6 +28,7 @@ from oellm_autoexp.core.classify.exit_reports import (
     SIGNAL_CLASS,
     decide_launcher_exit,
     decide_slurm_refusal,
+    decide_slurm_state,
     decide_worker_exception,
 )
 from oellm_autoexp.core.classify.signals import Role, SignalPattern
@@ -415,6 +416,7 @@ DECIDERS = {
     "loss_scale_value": decide_loss_scale_value,
     "launcher_exit": decide_launcher_exit,
     "slurm_refusal": decide_slurm_refusal,
+    "slurm_state": decide_slurm_state,
     "worker_exception": decide_worker_exception,
 }
 

@@ -144,3 +144,32 @@ def decide_worker_exception(line: str) -> str | None:
     if m is None:
         return None
     return WORKER_EXCEPTION_CLASS.get(m.group("name").rsplit(".", 1)[-1], "exception")
+
+
+# --------------------------------------------------------------------------- Slurm job states
+
+# A job's or step's end state as Slurm's tools print it, quoted next to a log: a row of `sacct`
+# (the State column before the ExitCode `N:M`; a state cut to 10 columns ends in `+`), `scontrol
+# show job` (`JobState=NODE_FAIL Reason=NodeDown`) and `seff` (`State: OUT_OF_MEMORY (exit code 0)`).
+# Names from src/common/slurm_protocol_defs.c job_state_string; FAILED and COMPLETED say nothing
+# by themselves (the job's own output says why), nor do the states of a job still queued or running.
+_SLURM_STATE = re.compile(
+    r"(?:JobState=|State: |\s)(?P<state>NODE_FAIL|BOOT_FAIL|OUT_OF_ME(?:MORY|\+)|TIMEOUT|DEADLINE|PREEMPTED"
+    r"|CANCELLED)(?=[\s+]|$)"
+)
+SLURM_STATE_CLASS = {
+    "NODE_FAIL": "node_failure",
+    "BOOT_FAIL": "node_failure",
+    "OUT_OF_MEMORY": "oom",
+    "OUT_OF_ME+": "oom",
+    "TIMEOUT": "time_limit",
+    "DEADLINE": "time_limit",
+    "PREEMPTED": "preempted",
+    "CANCELLED": "cancelled",
+}
+
+
+def decide_slurm_state(line: str) -> str | None:
+    """The class of a job state Slurm's tools report (sacct, scontrol, seff); None for the others."""
+    m = _SLURM_STATE.search(line)
+    return SLURM_STATE_CLASS.get(m.group("state")) if m is not None else None

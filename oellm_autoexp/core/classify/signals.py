@@ -45,6 +45,7 @@ Decider = Literal[
     "loss_scale_value",
     "launcher_exit",
     "slurm_refusal",
+    "slurm_state",
     "worker_exception",
     "xid_code",  # the Xid number the line names, looked up in the pattern's `codes` table
 ]

@@ -66,6 +66,16 @@ CASES = [
     ("RuntimeError: CUDA out of memory.", "oom"),
     ("torch.cuda.OutOfMemoryError", "oom"),
     ("python invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0, oom_score_adj=0", "oom"),
+    # a job's end state as sacct, scontrol and seff print it: the state decides, FAILED/COMPLETED/live say nothing
+    ("123.0            python        gpu       acct          8 OUT_OF_ME+    0:125", "oom"),
+    ("123          train        gpu       acct          8  NODE_FAIL      0:0", "node_failure"),
+    ("123          train        gpu       acct          8    TIMEOUT      0:0", "time_limit"),
+    ("123          train        gpu       acct          8     FAILED      1:0", None),
+    ("   JobState=NODE_FAIL Reason=NodeDown Dependency=(null)", "node_failure"),
+    ("   JobState=RUNNING Reason=None Dependency=(null)", None),
+    ("State: OUT_OF_MEMORY (exit code 0)", "oom"),
+    ("State: COMPLETED (exit code 0)", None),
+    ("NCCL_TIMEOUT=1800", None),
     # srun: the step's own request, not the node
     (
         "srun: error: Task launch for StepId=12.0 failed on node gpu07: Unable to satisfy cpu bind request",
