@@ -13,8 +13,9 @@ A `SignalPattern` is one regex with a meaning: the `error_type` it reveals, the
 `teardown: true` marks launcher and runtime noise printed while a job is being
 taken down ("Sending process N closing signal SIGTERM"); it is never a cause.
 
-Patterns are validated and compiled once, here. Loading them from YAML files
-lives in `oellm_autoexp.adapters.logs.pattern_files`.
+Patterns are validated here and compiled once, on first use: most patterns of a
+set never see a line their keywords admit, so start-up does not compile them.
+Loading them from YAML files lives in `oellm_autoexp.adapters.logs.pattern_files`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ with warnings.catch_warnings():
     import sre_parse as _sp
 
 Role = Literal["root", "cascade", "progress", "info"]
+# Validation context key: the regex is valid by construction, so it is not compiled to check it.
+REGEX_CHECKED = "regex_checked"
 # A line that starts the launcher's teardown of the whole job (see SignalPattern.teardown_start).
 TeardownStart = Literal["worker_failed", "stop_requested"]
 # core/classify/blocks.py DECIDERS
@@ -84,12 +87,16 @@ class SignalPattern(BaseModel):
     codes: dict[int, tuple[str | None, Role]] | None = None
     description: str = ""
 
-    _compiled: re.Pattern[str] = PrivateAttr()
+    _compiled: re.Pattern[str] | None = PrivateAttr(default=None)
     _keywords: tuple[str, ...] = PrivateAttr()
 
     @field_validator("regex")
     @classmethod
-    def _regex_compiles(cls, value: str) -> str:
+    def _regex_compiles(cls, value: str, info: ValidationInfo) -> str:
+        # A regex built from escaped literals (core/classify/catalog.py format_regex) is valid by
+        # construction; its builder says so (context `regex_checked`) and saves a compile at load.
+        if isinstance(info.context, dict) and info.context.get(REGEX_CHECKED):
+            return value
         try:
             re.compile(value)
         except re.error as exc:
@@ -109,8 +116,6 @@ class SignalPattern(BaseModel):
         return value
 
     def model_post_init(self, __context: Any) -> None:
-        flags = re.IGNORECASE if self.ignore_case else 0
-        self._compiled = re.compile(self.regex, flags)
         if self.keywords is not None:
             words = [w for w in self.keywords if w]
         else:
@@ -121,7 +126,13 @@ class SignalPattern(BaseModel):
         self._keywords = tuple(dict.fromkeys(w.lower() if self.ignore_case else w for w in words))
 
     @property
+    def flags(self) -> int:
+        return re.IGNORECASE if self.ignore_case else 0
+
+    @property
     def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.regex, self.flags)
         return self._compiled
 
     @property
