@@ -99,7 +99,7 @@ class _AhoCorasickScanner:
         return data, [(word, start) for word, start, _end in hits]
 
 
-SHARED_PREFIX = 6  # _FindScanner: words that start alike are found by one pass for their common start
+SHARED_PREFIX = 8  # _FindScanner: words that start alike are found by one pass for their common start
 
 
 class _FindScanner:
