@@ -173,3 +173,35 @@ def decide_slurm_state(line: str) -> str | None:
     """The class of a job state Slurm's tools report (sacct, scontrol, seff); None for the others."""
     m = _SLURM_STATE.search(line)
     return SLURM_STATE_CLASS.get(m.group("state")) if m is not None else None
+
+
+# --------------------------------------------------------------------------- a raised exception's message
+
+# A message that says the checkpoint to resume from is not there, in any trainer's words (`checkpoint
+# /ckpt/x.pth does not exist`, `no checkpoint found at ...`, `Unable to find checkpoint for ...`) or by
+# a checkpoint file's suffix (`weights/best.pt can not be found`): configuration, the same on every retry.
+# Read only on a raised exception's last line (base.yaml python_exception, `decide: exception_message`), so
+# the same words printed as a notice (`=> no checkpoint found at ...`, then training from scratch) stay healthy.
+_MISSING = (
+    r"(?:not found|does not exist|doesn't exist|not exist|can ?not be found|could not be found|is missing)"
+)
+_FIND = r"(?:no|(?:cannot|can't|could not|couldn't|unable to|failed to) find (?:a |any )?)"
+_CHECKPOINT_MISSING = re.compile(
+    r".*?(?:"
+    rf"\b(?:checkpoint|ckpt)s?\b.*?\b{_MISSING}\b"  # checkpoint /ckpt/x.pth does not exist
+    rf"|\b{_FIND}\s*(?:valid |usable |saved |the )?(?:checkpoint|ckpt)s?\b"  # no checkpoint found at ...
+    rf"|\S+?\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5|npz|distcp|tar)\b\S*.*?\b{_MISSING}\b"  # best.pt not found
+    r"|\b(?:not found|no such file|does not exist|cannot find|can't find|could not find|unable to find)\b"
+    r".*?\.(?:pt|pth|ckpt|safetensors|distcp)\b"  # could not find model_best.pth.tar
+    r")",
+    re.IGNORECASE,
+)
+_EXCEPTION_HEAD = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):\s*")
+
+
+def decide_exception_message(line: str) -> str:
+    """The class of a raised exception's line by its message: config_error for a missing checkpoint, else exception."""
+    head = _EXCEPTION_HEAD.match(line)
+    if head is not None and _CHECKPOINT_MISSING.match(line, head.end()):
+        return "config_error"
+    return "exception"

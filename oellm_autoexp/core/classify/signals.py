@@ -44,6 +44,7 @@ Decider = Literal[
     "stepd_cancel",
     "elastic_signal",
     "elastic_exit",
+    "exception_message",
     "worker_signal",
     "loss_scale_value",
     "launcher_exit",

@@ -23,7 +23,7 @@ CASES = [
     ("FileNotFoundError: checkpoint /ckpt/run3/epoch_7.pth does not exist", "config_error"),
     ("RuntimeError: Attempted to load checkpoint, but no checkpoint found at /ckpt/run3", "config_error"),
     ("ValueError: Unable to find checkpoint for 'global_step100'", "config_error"),
-    ("Exception: Checkpoint file not found", "config_error"),
+    ("KeyError: checkpoint file not found", "config_error"),
     ("[rank0]: RuntimeError: Checkpoint directory /ckpt/run3 does not exist", "config_error"),
     ("OSError: weights/best.pt can not be found", "config_error"),
     ("RuntimeError: Could not find model_best.pth.tar in ./output", "config_error"),
