@@ -182,26 +182,42 @@ def decide_slurm_state(line: str) -> str | None:
 # a checkpoint file's suffix (`weights/best.pt can not be found`): configuration, the same on every retry.
 # Read only on a raised exception's last line (base.yaml python_exception, `decide: exception_message`), so
 # the same words printed as a notice (`=> no checkpoint found at ...`, then training from scratch) stay healthy.
-_MISSING = (
-    r"(?:not found|does not exist|doesn't exist|not exist|can ?not be found|could not be found|is missing)"
+_I = re.IGNORECASE
+_MISSING = re.compile(
+    r"\b(?:not found|does not exist|doesn't exist|not exist|can ?not be found|could not be found|is missing)\b",
+    _I,
 )
-_FIND = r"(?:no|(?:cannot|can't|could not|couldn't|unable to|failed to) find (?:a |any )?)"
-_CHECKPOINT_MISSING = re.compile(
-    r".*?(?:"
-    rf"\b(?:checkpoint|ckpt)s?\b.*?\b{_MISSING}\b"  # checkpoint /ckpt/x.pth does not exist
-    rf"|\b{_FIND}\s*(?:valid |usable |saved |the )?(?:checkpoint|ckpt)s?\b"  # no checkpoint found at ...
-    rf"|\S+?\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5|npz|distcp|tar)\b\S*.*?\b{_MISSING}\b"  # best.pt not found
-    r"|\b(?:not found|no such file|does not exist|cannot find|can't find|could not find|unable to find)\b"
-    r".*?\.(?:pt|pth|ckpt|safetensors|distcp)\b"  # could not find model_best.pth.tar
-    r")",
-    re.IGNORECASE,
+_CHECKPOINT_WORD = re.compile(r"\b(?:checkpoint|ckpt)s?\b", _I)
+_FIND_CHECKPOINT = re.compile(
+    r"\b(?:no|(?:cannot|can't|could not|couldn't|unable to|failed to) find(?: a| any)?)\s+"
+    r"(?:valid |usable |saved |the )?(?:checkpoint|ckpt)s?\b",
+    _I,
 )
+_CHECKPOINT_FILE = re.compile(r"\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5|npz|distcp|tar)\b", _I)
+_NOT_THERE = re.compile(
+    r"\b(?:not found|no such file|does not exist|cannot find|can't find|could not find|unable to find)\b", _I
+)
+_CHECKPOINT_SUFFIX = re.compile(r"\.(?:pt|pth|ckpt|safetensors|distcp)\b", _I)
 _EXCEPTION_HEAD = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):\s*")
+
+
+def _followed_by(first: re.Pattern[str], then: re.Pattern[str], text: str, pos: int) -> bool:
+    """`first` in text[pos:], `then` after its first hit: two linear searches, no backtracking."""
+    m = first.search(text, pos)
+    return m is not None and then.search(text, m.end()) is not None
+
+
+def is_checkpoint_missing(message: str, pos: int = 0) -> bool:
+    """The message (from `pos`) says a checkpoint is not there, in words or by a checkpoint file's suffix."""
+    return (
+        _followed_by(_CHECKPOINT_WORD, _MISSING, message, pos)  # checkpoint /ckpt/x.pth does not exist
+        or _FIND_CHECKPOINT.search(message, pos) is not None  # no checkpoint found at ...
+        or _followed_by(_CHECKPOINT_FILE, _MISSING, message, pos)  # weights/best.pt can not be found
+        or _followed_by(_NOT_THERE, _CHECKPOINT_SUFFIX, message, pos)  # could not find model_best.pth.tar
+    )
 
 
 def decide_exception_message(line: str) -> str:
     """The class of a raised exception's line by its message: config_error for a missing checkpoint, else exception."""
     head = _EXCEPTION_HEAD.match(line)
-    if head is not None and _CHECKPOINT_MISSING.match(line, head.end()):
-        return "config_error"
-    return "exception"
+    return "config_error" if head is not None and is_checkpoint_missing(line, head.end()) else "exception"

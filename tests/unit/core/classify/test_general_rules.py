@@ -28,6 +28,10 @@ CASES = [
     ("OSError: weights/best.pt can not be found", "config_error"),
     ("RuntimeError: Could not find model_best.pth.tar in ./output", "config_error"),
     ("ValueError: Checkpoint loaded from run3/last.pt has wrong keys", "exception"),
+    (
+        "RuntimeError: " + "checkpoint shard 7 of 64 loaded, " * 400 + "then the optimizer state is missing",
+        "exception",
+    ),
     # ... but the same words as a notice, a warning, or a name that only starts with the word: no cause
     ("=> no checkpoint found at 'checkpoint.pth.tar'", None),
     ("No checkpoint found at /ckpt/run3, training from scratch", None),
