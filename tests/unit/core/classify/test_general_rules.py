@@ -29,7 +29,9 @@ CASES = [
     ("RuntimeError: Could not find model_best.pth.tar in ./output", "config_error"),
     ("ValueError: Checkpoint loaded from run3/last.pt has wrong keys", "exception"),
     (
-        "RuntimeError: " + "checkpoint shard 7 of 64 loaded, " * 400 + "then the optimizer state is missing",
+        "RuntimeError: "
+        + "checkpoint shard 7 of 64 loaded, " * 400
+        + "then the optimizer state failed to load",
         "exception",
     ),
     # ... but the same words as a notice, a warning, or a name that only starts with the word: no cause
