@@ -26,8 +26,11 @@ from dataclasses import dataclass
 
 from oellm_autoexp.core.classify.exit_reports import (
     SIGNAL_CLASS,
+    decide_exception_message,
     decide_launcher_exit,
     decide_slurm_refusal,
+    decide_slurm_state,
+    decide_worker_exception,
 )
 from oellm_autoexp.core.classify.signals import Role, SignalPattern
 
@@ -414,6 +417,9 @@ DECIDERS = {
     "loss_scale_value": decide_loss_scale_value,
     "launcher_exit": decide_launcher_exit,
     "slurm_refusal": decide_slurm_refusal,
+    "exception_message": decide_exception_message,
+    "slurm_state": decide_slurm_state,
+    "worker_exception": decide_worker_exception,
 }
 
 

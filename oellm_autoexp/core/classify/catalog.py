@@ -33,7 +33,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from oellm_autoexp.core.classify.signals import Decider, NodeBlame, PatternSet, Role, SignalPattern
+from oellm_autoexp.core.classify.signals import (
+    REGEX_CHECKED,
+    Decider,
+    NodeBlame,
+    PatternSet,
+    Role,
+    SignalPattern,
+)
 
 # Among roots the highest priority wins (config/monitoring/base.yaml's scale): what Slurm says
 # about how the job ended first, then hardware, memory, configuration, native crashes.
@@ -102,7 +109,7 @@ class CatalogEntry(BaseModel):
             raise ValueError(f"a {self.role} entry needs an error_type")
         if self.format is not None:
             keyword_of(self.format)  # raises when no literal run is long enough to prefilter on
-            re.compile(format_regex(self.format, self.groups))
+            _check_groups(self.groups)  # format_regex escapes the rest: the group names are all that can fail
         return self
 
 
@@ -121,6 +128,21 @@ class Catalog(BaseModel):
     entries: list[CatalogEntry] = Field(min_length=1)
     # For an Xid table: how its one pattern singles out a node to blame (SignalPattern.blames_node).
     blames_node: NodeBlame | None = None
+
+
+def _check_groups(groups: Sequence[str]) -> None:
+    """Group names a regex accepts: identifiers, each once ('-': an unnamed conversion).
+
+    Checked here instead of compiling the entry's regex: its SignalPattern compiles it once, and
+    a second compile per entry at load time is what start-up would pay for (re's cache holds 512).
+    """
+    named = [g for g in groups if g != "-"]
+    bad = [g for g in named if not g.isidentifier()]
+    if bad:
+        raise ValueError(f"group names must be identifiers or '-': {bad}")
+    twice = sorted({g for g in named if named.count(g) > 1})
+    if twice:
+        raise ValueError(f"group names must differ: {twice} named twice")
 
 
 def format_regex(fmt: str, groups: list[str] | tuple[str, ...] = ()) -> str:
@@ -239,7 +261,8 @@ def _pattern(
         "keywords": [keyword_of(fmt, catalog.keywords)],
         "description": f"{catalog.name} catalog ({catalog.source}, {catalog.version}): {fmt}",
     }
-    return SignalPattern(**fields)
+    # format_regex escapes every literal and CatalogEntry checked the group names: valid by construction
+    return SignalPattern.model_validate(fields, context={REGEX_CHECKED: True})
 
 
 def catalog_pattern_set(catalogs: list[Catalog]) -> PatternSet:

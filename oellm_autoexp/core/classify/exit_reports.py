@@ -57,6 +57,7 @@ _SPAWN_EXIT = re.compile(r"terminated with exit code (?P<code>\d+)")
 _MPI_SIGNAL = re.compile(r"(?:exited on |^)signal (?P<num>\d+)")  # `^`: the line wrapped before `signal`
 _HYDRA_EXIT = re.compile(r"EXIT CODE: (?P<code>\d+)")
 _HYDRA_SIGNAL = re.compile(r"EXIT STRING: .*\(signal (?P<num>\d+)\)")
+_INTERRUPTED = re.compile(r"\(interrupted by signal (?P<num>\d+)")  # an IDE's run report (PyCharm, CLion)
 
 
 def decide_launcher_exit(line: str) -> str | None:
@@ -72,7 +73,7 @@ def decide_launcher_exit(line: str) -> str | None:
         return signal_class(signal_number(m.group("name")))
     if (m := _SPAWN_EXIT.search(line)) is not None:
         return _by_code(int(m.group("code")))
-    if (m := _MPI_SIGNAL.search(line) or _HYDRA_SIGNAL.search(line)) is not None:
+    if (m := _MPI_SIGNAL.search(line) or _HYDRA_SIGNAL.search(line) or _INTERRUPTED.search(line)) is not None:
         return signal_class(int(m.group("num")))
     if (m := _HYDRA_EXIT.search(line)) is not None:
         code = int(m.group("code"))
@@ -95,7 +96,8 @@ _REFUSAL = re.compile(
 )
 
 # slurm_errno.c strings (and the socket errors `%m` can carry) that say the controller was
-# not reached or was busy: the request itself was never judged, so no cause is known.
+# not reached or was busy, or that the allocation was not in a state to take the request:
+# the request itself was never judged, so no cause is known.
 TRANSIENT_REFUSALS = (
     "socket timed out on send/recv operation",
     "unable to contact slurm controller",
@@ -106,6 +108,10 @@ TRANSIENT_REFUSALS = (
     "resource temporarily unavailable",
     "unable to create job record, try again",
     "slurmctld is busy",
+    # the request was fine, the allocation was not ready for it: its job is ending (a time limit, a
+    # cancel) or its nodes are still held by another step. The job's own end says why, if anything.
+    "job/step already completing or completed",
+    "requested nodes are busy",
 )
 
 
@@ -116,3 +122,102 @@ def decide_slurm_refusal(line: str) -> str | None:
         return None
     reason = m.group("reason").lower()
     return None if any(t in reason for t in TRANSIENT_REFUSALS) else "config_error"
+
+
+# --------------------------------------------------------------------------- DataLoader re-raise
+
+# torch/utils/data/_utils/worker.py ExceptionWrapper.reraise: `Caught <Name> in DataLoader worker
+# process <N>.` names the worker's own exception. Its name gives the class where the name alone
+# says enough; the worker's traceback below it, when in view, says more.
+_WORKER_RERAISE = re.compile(r"Caught (?P<name>[A-Za-z_][\w.]*) in DataLoader worker process")
+WORKER_EXCEPTION_CLASS = {
+    "FileNotFoundError": "config_error",  # a data or checkpoint file that is not there, on every retry
+    "MemoryError": "oom",
+    "OutOfMemoryError": "oom",  # torch.cuda.OutOfMemoryError raised in a worker (pin memory, a GPU transform)
+    "_ArrayMemoryError": "oom",  # numpy
+}
+
+
+def decide_worker_exception(line: str) -> str | None:
+    """The class of torch's `Caught <Name> in DataLoader worker process N.`: by the name, else `exception`."""
+    m = _WORKER_RERAISE.search(line)
+    if m is None:
+        return None
+    return WORKER_EXCEPTION_CLASS.get(m.group("name").rsplit(".", 1)[-1], "exception")
+
+
+# --------------------------------------------------------------------------- Slurm job states
+
+# A job's or step's end state as Slurm's tools print it, quoted next to a log: a row of `sacct`
+# (the State column before the ExitCode `N:M`; a state cut to 10 columns ends in `+`), `scontrol
+# show job` (`JobState=NODE_FAIL Reason=NodeDown`) and `seff` (`State: OUT_OF_MEMORY (exit code 0)`).
+# Names from src/common/slurm_protocol_defs.c job_state_string; FAILED and COMPLETED say nothing
+# by themselves (the job's own output says why), nor do the states of a job still queued or running.
+_SLURM_STATE = re.compile(
+    r"(?:JobState=|State: |\s)(?P<state>NODE_FAIL|BOOT_FAIL|OUT_OF_ME(?:MORY|\+)|TIMEOUT|DEADLINE|PREEMPTED"
+    r"|CANCELLED)(?=[\s+]|$)"
+)
+SLURM_STATE_CLASS = {
+    "NODE_FAIL": "node_failure",
+    "BOOT_FAIL": "node_failure",
+    "OUT_OF_MEMORY": "oom",
+    "OUT_OF_ME+": "oom",
+    "TIMEOUT": "time_limit",
+    "DEADLINE": "time_limit",
+    "PREEMPTED": "preempted",
+    "CANCELLED": "cancelled",
+}
+
+
+def decide_slurm_state(line: str) -> str | None:
+    """The class of a job state Slurm's tools report (sacct, scontrol, seff); None for the others."""
+    m = _SLURM_STATE.search(line)
+    return SLURM_STATE_CLASS.get(m.group("state")) if m is not None else None
+
+
+# --------------------------------------------------------------------------- a raised exception's message
+
+# A message that says the checkpoint to resume from is not there, in any trainer's words (`checkpoint
+# /ckpt/x.pth does not exist`, `no checkpoint found at ...`, `Unable to find checkpoint for ...`) or by
+# a checkpoint file's suffix (`weights/best.pt can not be found`): configuration, the same on every retry.
+# Read only on a raised exception's last line (base.yaml python_exception, `decide: exception_message`), so
+# the same words printed as a notice (`=> no checkpoint found at ...`, then training from scratch) stay healthy.
+_I = re.IGNORECASE
+_MISSING = re.compile(
+    r"\b(?:not found|does not exist|doesn't exist|not exist|can ?not be found|could not be found|is missing)\b",
+    _I,
+)
+_CHECKPOINT_WORD = re.compile(r"\b(?:checkpoint|ckpt)s?\b", _I)
+_FIND_CHECKPOINT = re.compile(
+    r"\b(?:no|(?:cannot|can't|could not|couldn't|unable to|failed to) find(?: a| any)?)\s+"
+    r"(?:valid |usable |saved |the )?(?:checkpoint|ckpt)s?\b",
+    _I,
+)
+_CHECKPOINT_FILE = re.compile(r"\.(?:pt|pth|ckpt|bin|safetensors|pkl|h5|npz|distcp|tar)\b", _I)
+_NOT_THERE = re.compile(
+    r"\b(?:not found|no such file|does not exist|cannot find|can't find|could not find|unable to find)\b", _I
+)
+_CHECKPOINT_SUFFIX = re.compile(r"\.(?:pt|pth|ckpt|safetensors|distcp)\b", _I)
+_EXCEPTION_HEAD = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):\s*")
+
+
+def _followed_by(first: re.Pattern[str], then: re.Pattern[str], text: str, pos: int) -> bool:
+    """`first` in text[pos:], `then` after its first hit: two linear searches, no backtracking."""
+    m = first.search(text, pos)
+    return m is not None and then.search(text, m.end()) is not None
+
+
+def is_checkpoint_missing(message: str, pos: int = 0) -> bool:
+    """The message (from `pos`) says a checkpoint is not there, in words or by a checkpoint file's suffix."""
+    return (
+        _followed_by(_CHECKPOINT_WORD, _MISSING, message, pos)  # checkpoint /ckpt/x.pth does not exist
+        or _FIND_CHECKPOINT.search(message, pos) is not None  # no checkpoint found at ...
+        or _followed_by(_CHECKPOINT_FILE, _MISSING, message, pos)  # weights/best.pt can not be found
+        or _followed_by(_NOT_THERE, _CHECKPOINT_SUFFIX, message, pos)  # could not find model_best.pth.tar
+    )
+
+
+def decide_exception_message(line: str) -> str:
+    """The class of a raised exception's line by its message: config_error for a missing checkpoint, else exception."""
+    head = _EXCEPTION_HEAD.match(line)
+    return "config_error" if head is not None and is_checkpoint_missing(line, head.end()) else "exception"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,12 +23,32 @@ from oellm_autoexp.core.classify.signals import PatternSet, SignalPattern
 MARK_GROUPS = ("iteration", "step", "train_iters")  # the groups the progress tracker reads (ProgressMark)
 
 
+class LazyRegex:
+    """A pattern's regex, compiled at its first search: most entries of a set never get a line.
+
+    After the first call `search` is the compiled pattern's own bound method, so the hot loop
+    pays nothing for the laziness.
+    """
+
+    __slots__ = ("flags", "regex", "search")
+
+    def __init__(self, regex: str, flags: int) -> None:
+        self.regex = regex
+        self.flags = flags
+        self.search: Callable[[str], re.Match[str] | None] = self._compile_and_search
+
+    def _compile_and_search(self, text: str) -> re.Match[str] | None:
+        compiled = re.compile(self.regex, self.flags)
+        self.search = compiled.search
+        return compiled.search(text)
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One pattern, flattened: pydantic attribute access is too slow for the hot loop."""
 
     pattern: SignalPattern
-    compiled: re.Pattern[str]
+    compiled: LazyRegex
     keywords: tuple[str, ...]
     ignore_case: bool
     after: str | None
@@ -49,7 +69,10 @@ class KeywordIndex:
     # keyword in a line is a substring of some report (overlaps included).
     sensitive_words: re.Pattern[str] | None
     insensitive_words: re.Pattern[str] | None
-    by_keyword: dict[str, tuple[int, ...]]  # reported keyword -> entries it admits (filled lazily)
+    # (case mode, reported keyword) -> entries it admits (filled lazily). The case mode is part of the
+    # key: a word both a case-sensitive and a case-insensitive pattern use is reported by both scans,
+    # and each must admit its own entries, not the ones the other scan cached first.
+    by_keyword: dict[tuple[bool, str], tuple[int, ...]]
     unfiltered: tuple[int, ...]  # entries without keywords: always tried
     # Progress entries no `after:` names: in a run of their lines only the last few are matched.
     collapsible: tuple[int, ...] = ()
@@ -95,7 +118,7 @@ def index_of(patterns: PatternSet) -> KeywordIndex:
     entries = tuple(
         Entry(
             pattern=p,
-            compiled=p.compiled,
+            compiled=LazyRegex(p.regex, p.flags),
             keywords=p.prefilter_keywords,
             ignore_case=p.ignore_case,
             after=p.after,
@@ -108,13 +131,16 @@ def index_of(patterns: PatternSet) -> KeywordIndex:
     anchors = {e.after for e in entries if e.after is not None}
     sensitive = {k for e in entries if not e.ignore_case for k in e.keywords}
     insensitive = {k for e in entries if e.ignore_case for k in e.keywords}
-    parts = [trie_regex(words, case) for words, case in ((sensitive, False), (insensitive, True)) if words]
+    # Each trie once: the prefilter is the two tries side by side.
+    sensitive_trie = trie_regex(sensitive, False) if sensitive else None
+    insensitive_trie = trie_regex(insensitive, True) if insensitive else None
+    parts = [t for t in (sensitive_trie, insensitive_trie) if t is not None]
     index = KeywordIndex(
         entries=entries,
         always=any(not e.keywords for e in entries),
         prefilter=re.compile("|".join(parts)) if parts else None,
-        sensitive_words=re.compile(trie_regex(sensitive, False)) if sensitive else None,
-        insensitive_words=re.compile(trie_regex(insensitive, True)) if insensitive else None,
+        sensitive_words=re.compile(sensitive_trie) if sensitive_trie is not None else None,
+        insensitive_words=re.compile(insensitive_trie) if insensitive_trie is not None else None,
         by_keyword={},
         unfiltered=tuple(i for i, e in enumerate(entries) if not e.keywords),
         collapsible=tuple(
@@ -136,8 +162,8 @@ def _markable(entry: Entry) -> bool:
 
 def _marking(entry: Entry) -> tuple[re.Pattern[str], str, tuple[str, ...]]:
     pattern = entry.pattern
-    head = matcher.head_regex(pattern.regex, entry.ignore_case, MARK_GROUPS) or entry.compiled
-    wanted = pattern.groups if pattern.groups is not None else list(entry.compiled.groupindex)
+    head = matcher.head_regex(pattern.regex, entry.ignore_case, MARK_GROUPS) or pattern.compiled
+    wanted = pattern.groups if pattern.groups is not None else list(pattern.compiled.groupindex)
     return head, pattern.name, tuple(g for g in MARK_GROUPS if g in wanted)  # as SignalPattern.extract
 
 
@@ -154,14 +180,14 @@ def entries_for(line: str, index: KeywordIndex) -> list[int]:
             match = regex.search(line, match.start() + 1)
         for reported in reports:
             key = reported.lower() if ignore_case else reported
-            admitted = index.by_keyword.get(key)
+            admitted = index.by_keyword.get((ignore_case, key))
             if admitted is None:
                 admitted = tuple(
                     i
                     for i, e in enumerate(index.entries)
                     if e.ignore_case == ignore_case and any(k in key for k in e.keywords)
                 )
-                index.by_keyword[key] = admitted
+                index.by_keyword[(ignore_case, key)] = admitted
             found.update(admitted)
     return sorted(found)
 

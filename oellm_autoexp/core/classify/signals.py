@@ -24,8 +24,9 @@ taken down ("Sending process N closing signal SIGTERM"); it is never a cause.
                 allocation (a host-less device fault can only be about it), else
                 the node of the rank that printed it.
 
-Patterns are validated and compiled once, here. Loading them from YAML files
-lives in `oellm_autoexp.adapters.logs.pattern_files`.
+Patterns are validated here and compiled once, on first use: most patterns of a
+set never see a line their keywords admit, so start-up does not compile them.
+Loading them from YAML files lives in `oellm_autoexp.adapters.logs.pattern_files`.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ Role = Literal["root", "cascade", "progress", "info"]
 # How a match singles out the node to blame (module docstring); None: it names no node.
 NodeBlame = Literal["host", "rank", "host_or_rank"]
 NODE_GROUPS = ("node", "host", "hostname", "node_again")  # named regex groups that carry a node name
+# Validation context key: the regex is valid by construction, so it is not compiled to check it.
+REGEX_CHECKED = "regex_checked"
 # A line that starts the launcher's teardown of the whole job (see SignalPattern.teardown_start).
 TeardownStart = Literal["worker_failed", "stop_requested"]
 # core/classify/blocks.py DECIDERS
@@ -55,10 +58,13 @@ Decider = Literal[
     "stepd_cancel",
     "elastic_signal",
     "elastic_exit",
+    "exception_message",
     "worker_signal",
     "loss_scale_value",
     "launcher_exit",
     "slurm_refusal",
+    "slurm_state",
+    "worker_exception",
     "xid_code",  # the Xid number the line names, looked up in the pattern's `codes` table
 ]
 
@@ -100,12 +106,16 @@ class SignalPattern(BaseModel):
     warns_of_hang: bool = False
     description: str = ""
 
-    _compiled: re.Pattern[str] = PrivateAttr()
+    _compiled: re.Pattern[str] | None = PrivateAttr(default=None)
     _keywords: tuple[str, ...] = PrivateAttr()
 
     @field_validator("regex")
     @classmethod
-    def _regex_compiles(cls, value: str) -> str:
+    def _regex_compiles(cls, value: str, info: ValidationInfo) -> str:
+        # A regex built from escaped literals (core/classify/catalog.py format_regex) is valid by
+        # construction; its builder says so (context `regex_checked`) and saves a compile at load.
+        if isinstance(info.context, dict) and info.context.get(REGEX_CHECKED):
+            return value
         try:
             re.compile(value)
         except re.error as exc:
@@ -140,8 +150,6 @@ class SignalPattern(BaseModel):
         return value
 
     def model_post_init(self, __context: Any) -> None:
-        flags = re.IGNORECASE if self.ignore_case else 0
-        self._compiled = re.compile(self.regex, flags)
         if self.keywords is not None:
             words = [w for w in self.keywords if w]
         else:
@@ -152,7 +160,13 @@ class SignalPattern(BaseModel):
         self._keywords = tuple(dict.fromkeys(w.lower() if self.ignore_case else w for w in words))
 
     @property
+    def flags(self) -> int:
+        return re.IGNORECASE if self.ignore_case else 0
+
+    @property
     def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.regex, self.flags)
         return self._compiled
 
     @property

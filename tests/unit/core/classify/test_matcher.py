@@ -311,3 +311,23 @@ def test_head_regex_drops_only_a_trailing_optional_group(regex: str, head: str |
                 or b is None
                 or (a.start(), {k: a[k] for k in b.groupdict()}) == (b.start(), b.groupdict())
             )
+
+
+@pytest.mark.parametrize("ignore_case", [False, True])
+def test_the_find_fallback_reports_every_word_where_words_share_their_start(ignore_case: bool) -> None:
+    """Words with a common start are found by one pass for it: the hits are each word's own, overlaps included."""
+    words = [
+        "CUDA_ERROR_",
+        "CUDA_ERROR_LAUNCH_FAILED",
+        "CUDA_ERROR_ASSERT",
+        "NCCL WARN ",
+        "abc",
+        "NCCL WARN Cuda",
+    ]
+    words = [w.lower() for w in words] if ignore_case else words
+    text = "x CUDA_ERROR_LAUNCH_FAILED: y\nNCCL WARN Cuda failure 'z'\nabcabc CUDA_ERROR_ASSERT\nCUDA_ERROR_\nnothing\n"
+    haystack, hits = matcher._FindScanner(words, ignore_case).find(text)
+    expected = {
+        (i, m.start()) for i, w in enumerate(words) for m in re.finditer(f"(?={re.escape(w)})", haystack)
+    }
+    assert sorted(hits) == sorted(expected) and len(hits) == len(expected)

@@ -1,0 +1,105 @@
+"""General rules of the shipped patterns (config/monitoring/base.yaml, exit_reports.py) read lines in any wording.
+
+Each rule below was written from what the emitters print, not from one quoted line: a raised
+exception saying the checkpoint is missing (any trainer's words), a shell's report of a child a
+signal took, srun's task launch refused for the step's own request, and Slurm refusals the request
+itself did not cause. The same words printed as a notice (no exception) must stay healthy.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+from oellm_autoexp.core.classify.classifier import classify_lines
+from oellm_autoexp.core.classify.root_cause import log_cause
+
+PATTERNS = load_patterns(["megatron_production"])
+
+CASES = [
+    # a raised exception naming a missing checkpoint: configuration
+    ("ValueError: checkpoint not found", "config_error"),
+    ("AssertionError: no checkpoint found at './checkpoints/model_best.pth.tar'", "config_error"),
+    ("FileNotFoundError: checkpoint /ckpt/run3/epoch_7.pth does not exist", "config_error"),
+    ("RuntimeError: Attempted to load checkpoint, but no checkpoint found at /ckpt/run3", "config_error"),
+    ("ValueError: Unable to find checkpoint for 'global_step100'", "config_error"),
+    ("KeyError: checkpoint file not found", "config_error"),
+    ("[rank0]: RuntimeError: Checkpoint directory /ckpt/run3 does not exist", "config_error"),
+    ("OSError: weights/best.pt can not be found", "config_error"),
+    ("RuntimeError: Could not find model_best.pth.tar in ./output", "config_error"),
+    ("ValueError: Checkpoint loaded from run3/last.pt has wrong keys", "exception"),
+    (
+        "RuntimeError: "
+        + "checkpoint shard 7 of 64 loaded, " * 400
+        + "then the optimizer state failed to load",
+        "exception",
+    ),
+    # ... but the same words as a notice, a warning, or a name that only starts with the word: no cause
+    ("=> no checkpoint found at 'checkpoint.pth.tar'", None),
+    ("No checkpoint found at /ckpt/run3, training from scratch", None),
+    ("UserWarning: checkpoint not found, training from scratch", None),
+    ("ValueError: No checkpoint_callback configured", "exception"),
+    # a shell's report of a child a signal ended
+    ("Killed", "killed"),
+    ("zsh: killed     python train.py", "killed"),
+    (
+        "/var/spool/slurmd/job42/slurm_script: line 12: 40213 Illegal instruction     (core dumped) python train.py",
+        "segfault",
+    ),
+    ("run.sh: line 5: 12345 Floating point exception(core dumped) python x.py", "segfault"),
+    ("zsh: illegal hardware instruction  python train.py", "segfault"),
+    ("Process finished with exit code 139 (interrupted by signal 11: SIGSEGV)", "segfault"),
+    ("Process finished with exit code 137 (interrupted by signal 9: SIGKILL)", "killed"),
+    ("Process finished with exit code 130 (interrupted by signal 2: SIGINT)", None),
+    ("Killed 3 stale workers before the restart", None),
+    # any CUDA/HIP error name a program reports; the names AMD_LOG_LEVEL logs print on healthy runs are not errors
+    ("Failed to launch CUDA kernel: fusion_12: CUDA_ERROR_INVALID_VALUE: invalid argument", "cuda_error"),
+    ("parallel_for failed: cudaErrorInvalidConfiguration: invalid configuration argument", "cuda_error"),
+    (
+        ":3:hip_event.cpp            :345 : 1234 us: [pid:1 tid:0x7f] hipEventQuery: Returned hipErrorNotReady :",
+        None,
+    ),
+    (
+        ":3:hip_peer.cpp :345 : 1 us: hipDeviceEnablePeerAccess: Returned hipErrorPeerAccessAlreadyEnabled :",
+        None,
+    ),
+    ("cudaError_t err = cudaGetLastError();", None),
+    # a DataLoader worker's exception re-raised by the main process: its name decides where it says enough
+    ("FileNotFoundError: Caught FileNotFoundError in DataLoader worker process 3.", "config_error"),
+    ("MemoryError: Caught MemoryError in DataLoader worker process 0.", "oom"),
+    ("KeyError: Caught KeyError in DataLoader worker process 1.", "exception"),
+    # memory in every allocator's words, also cut short
+    ("RuntimeError: CUDA out of memory.", "oom"),
+    ("torch.cuda.OutOfMemoryError", "oom"),
+    ("python invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0, oom_score_adj=0", "oom"),
+    # a job's end state as sacct, scontrol and seff print it: the state decides, FAILED/COMPLETED/live say nothing
+    ("123.0            python        gpu       acct          8 OUT_OF_ME+    0:125", "oom"),
+    ("123          train        gpu       acct          8  NODE_FAIL      0:0", "node_failure"),
+    ("123          train        gpu       acct          8    TIMEOUT      0:0", "time_limit"),
+    ("123          train        gpu       acct          8     FAILED      1:0", None),
+    ("   JobState=NODE_FAIL Reason=NodeDown Dependency=(null)", "node_failure"),
+    ("   JobState=RUNNING Reason=None Dependency=(null)", None),
+    ("State: OUT_OF_MEMORY (exit code 0)", "oom"),
+    ("State: COMPLETED (exit code 0)", None),
+    ("NCCL_TIMEOUT=1800", None),
+    # srun: the step's own request, not the node
+    (
+        "srun: error: Task launch for StepId=12.0 failed on node gpu07: Unable to satisfy cpu bind request",
+        "config_error",
+    ),
+    ("srun: error: Task launch for StepId=12.0 failed on node gpu07: Job prolog failed", "node_failure"),
+    # refusals the request did not cause: the job is ending, or its nodes are held by another step
+    ("srun: error: Unable to create step for job 1234: Job/step already completing or completed", None),
+    ("srun: error: Unable to create step for job 1234: Requested nodes are busy", None),
+    (
+        "srun: error: Unable to create step for job 1234: Requested node configuration is not available",
+        "config_error",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "expected"), CASES, ids=[c[0][:60] for c in CASES])
+def test_a_line_reads_as_its_class(line: str, expected: str | None) -> None:
+    """The line alone gives the listed class as the log's cause (None: no cause, a healthy line)."""
+    cause = log_cause(classify_lines([line], PATTERNS))
+    assert (cause.error_type if cause is not None else None) == expected, cause

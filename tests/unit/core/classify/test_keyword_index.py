@@ -1,0 +1,64 @@
+"""The keyword prefilter admits every pattern whose keyword a line holds, in either case mode; regexes compile lazily."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from oellm_autoexp.core.classify.classifier import classify_line, classify_lines
+from oellm_autoexp.core.classify.keyword_index import LazyRegex, entries_for, index_of
+from oellm_autoexp.core.classify.signals import PatternSet, SignalPattern
+
+
+def _shared_word_set() -> PatternSet:
+    return PatternSet(
+        patterns=[
+            SignalPattern(
+                name="sensitive", regex=r"checkpoint from \S+", keywords=["checkpoint"], role="info"
+            ),
+            SignalPattern(
+                name="insensitive",
+                regex=r"checkpoint \S+ not found",
+                keywords=["checkpoint"],
+                ignore_case=True,
+                error_type="config_error",
+            ),
+        ]
+    )
+
+
+def test_a_word_of_both_case_modes_admits_the_patterns_of_each() -> None:
+    """A keyword a case-sensitive and a case-insensitive pattern share admits both, whichever scan saw it first.
+
+    The lookup of a reported word is cached; the cache is per case mode, so the sensitive scan's
+    entry for `checkpoint` never hides the insensitive pattern (and the other way round).
+    """
+    patterns = _shared_word_set()
+    index = index_of(patterns)
+    names = [index.entries[i].pattern.name for i in entries_for("loading checkpoint from /ckpt", index)]
+    assert names == ["sensitive", "insensitive"]
+    again = [index.entries[i].pattern.name for i in entries_for("Checkpoint /ckpt/x.pt not found", index)]
+    # `Checkpoint` is not the sensitive keyword: only the insensitive scan reports it
+    assert again == ["insensitive"]
+    line = "ValueError: checkpoint /ckpt/x.pt not found"
+    assert [s.pattern for s in classify_line(line, patterns)] == ["insensitive"]
+    assert [s.pattern for s in classify_lines([line], patterns)] == ["insensitive"]  # the bulk path agrees
+
+
+def test_a_regex_is_compiled_at_its_first_search_only() -> None:
+    """An entry's regex is compiled when a line first reaches it; then `search` is the compiled one's own."""
+    lazy = LazyRegex(r"Killed process (?P<pid>\d+)", 0)
+    assert lazy.search.__name__ == "_compile_and_search"
+    match = lazy.search("Out of memory: Killed process 42 (python)")
+    assert match is not None and match.group("pid") == "42"
+    assert (
+        lazy.search == re.compile(r"Killed process (?P<pid>\d+)").search
+    )  # bound to the compiled pattern now
+    assert lazy.search("no hit here") is None
+
+
+def test_a_user_regex_is_still_checked_at_load() -> None:
+    """Laziness is for regexes valid by construction (catalogs): a pattern file's broken regex fails when loaded."""
+    with pytest.raises(ValueError, match="invalid regular expression"):
+        SignalPattern(name="broken", regex="unbalanced (", error_type="oom")
