@@ -38,7 +38,7 @@ from oellm_autoexp.core.decide.policy import (
     RestartRecord,
     decide,
 )
-from oellm_autoexp.core.decide.recurring_blame import named_before, network_named, recurring_blame
+from oellm_autoexp.core.decide.recurring_blame import blame_again, network_named
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.job_status import JobStatus
@@ -191,10 +191,10 @@ def judge(
     outcome = replace(outcome, nodes=len(allocation))  # a rule may depend on the job's size
     blame = blame_for(policy, outcome, signals, allocation, unhealthy)
     named = network_named(signals, allocation, outcome.error_type)
-    if not blame.blamed and named and history.restarts:
-        # A node NCCL's network errors named in an earlier failure too (recurring_blame.py).
-        before = named_before(history.restarts, verdict.now_s)
-        again = recurring_blame(named, before, len(allocation), blame_share(policy, outcome))
+    if not blame.blamed:  # a node NCCL's network errors named in an earlier failure too
+        again = blame_again(
+            named, history.restarts, verdict.now_s, len(allocation), blame_share(policy, outcome)
+        )
         blame = again if again.blamed or again.withheld else blame
     decision = decide(policy, outcome, history, verdict.now_s, blamed=blame.nodes)
     failed_load = None

@@ -75,14 +75,14 @@ def blame_nodes(
     NODE_FAIL by default; on a cluster with ForceRequeueOnFail (a launch failure is requeued
     with no log) add REQUEUED when the monitor itself did not ask for the requeue.
     """
-    alloc = {_short(n): n for n in allocation}
+    alloc = {short_name(n): n for n in allocation}
     candidates: dict[str, Blame] = {}
     for blame in [
         *_from_signals(signals, allocation),
         *_from_slurm(unhealthy),
         *_from_requeues(requeue_runs, failed_run_states),
     ]:
-        node = alloc.get(_short(blame.node), blame.node)
+        node = alloc.get(short_name(blame.node), blame.node)
         if alloc and node not in alloc.values() and blame.source != "sacct_duplicates":
             continue  # not this attempt's: another job's node, or a name we cannot map
         candidates.setdefault(node, Blame(node, blame.evidence, blame.source))
@@ -206,6 +206,6 @@ def _where(signal: Signal) -> str:
     return f"{signal.source or 'log'} line {signal.line_no}"
 
 
-def _short(node: str) -> str:
+def short_name(node: str) -> str:
     """`node12.cluster.example` and `node12` are the same node."""
     return node.split(".", 1)[0]

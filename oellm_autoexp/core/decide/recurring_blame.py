@@ -26,7 +26,13 @@ from collections.abc import Iterable, Sequence
 from oellm_autoexp.core.classify.prefixes import strip_prefix
 from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.nameless_causes import SUSPECT_CAUSES
-from oellm_autoexp.core.decide.node_blame import DEFAULT_MAX_SHARE, Blame, BlameResult, blame_limit
+from oellm_autoexp.core.decide.node_blame import (
+    DEFAULT_MAX_SHARE,
+    Blame,
+    BlameResult,
+    blame_limit,
+    short_name,
+)
 from oellm_autoexp.core.decide.policy import RestartRecord
 
 NCCL_ERROR_TYPE = "nccl"  # the classifier's error type of NCCL's own transport errors
@@ -51,13 +57,13 @@ def network_named(signals: Iterable[Signal], allocation: Sequence[str], cause: s
     """
     if cause not in SUSPECT_CAUSES:  # a network fault ends an attempt as one of these
         return ()
-    alloc = {_short(n): n for n in allocation}
+    alloc = {short_name(n): n for n in allocation}
     named: list[str] = []
     for signal in signals:
         if signal.error_type != NCCL_ERROR_TYPE:
             continue
         host = nccl_host(signal.line)
-        node = alloc.get(_short(host)) if host else None
+        node = alloc.get(short_name(host)) if host else None
         if node is not None and node not in named:
             named.append(node)
     return tuple(sorted(named))
@@ -72,6 +78,20 @@ def named_before(
         if now_s - restart.time_s <= window_s:
             named.extend(n for n in restart.named_nodes if n not in named)
     return tuple(named)
+
+
+def blame_again(
+    named: Sequence[str],
+    restarts: Sequence[RestartRecord],
+    now_s: float,
+    allocation_size: int,
+    max_share: float = DEFAULT_MAX_SHARE,
+) -> BlameResult:
+    """judge()'s and the fleet simulation's question: the nodes this attempt's NCCL network errors
+    named (`network_named`) that a restarted failure of the last `WINDOW_S` named too."""
+    if not named:
+        return BlameResult(())
+    return recurring_blame(named, named_before(restarts, now_s), allocation_size, max_share)
 
 
 def recurring_blame(
@@ -104,7 +124,3 @@ def recurring_blame(
             for node in common
         )
     )
-
-
-def _short(name: str) -> str:
-    return name.split(".", 1)[0]

@@ -28,7 +28,7 @@ from oellm_autoexp.core.decide.exclusions import (
 from oellm_autoexp.core.decide.judge import blame_for, blame_share
 from oellm_autoexp.core.decide.node_blame import Blame
 from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, RestartRecord, decide
-from oellm_autoexp.core.decide.recurring_blame import named_before, network_named, recurring_blame
+from oellm_autoexp.core.decide.recurring_blame import blame_again, network_named
 from oellm_autoexp.core.decide.suspicion import Failure, suspicion
 from oellm_autoexp.core.fleet.engine import RESTART, STOP, Reaction, Strike
 from oellm_autoexp.core.fleet.lines import Names, names_for, render
@@ -153,10 +153,9 @@ class AutoexpPolicy:
         # The attempt's size, as the monitor's judge() sets it from the allocation (a rule's `min_nodes`).
         size = len(self.judge.names.allocation)
         outcome = replace(case.outcome, nodes=size)
-        if not blamed and named and self.restarts:
-            # As judge() does: a node NCCL's network errors named in an earlier failure too.
+        if not blamed:  # as judge() does: a node NCCL's network errors named in an earlier failure too
             share = blame_share(self.judge.setup.policy, outcome)
-            blamed = recurring_blame(named, named_before(self.restarts, decided_at), size, share).nodes
+            blamed = blame_again(named, self.restarts, decided_at, size, share).nodes
         decision = decide(self.judge.setup.policy, outcome, history, decided_at, blamed=blamed)
         if decision.action is not DecisionAction.RESTART:
             return Reaction(STOP, case.detect_s, notified=True, why=decision.reason, cause=case.cause)
