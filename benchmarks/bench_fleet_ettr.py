@@ -19,6 +19,7 @@ docs/simulate_defaults.md), and the wall time of each 1-year 16k-GPU simulation 
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
@@ -90,6 +91,12 @@ WHAT_IFS: tuple[tuple[str, tuple[str, ...], dict[str, Any], str | None], ...] = 
         None,
     ),
     ("megatron_transient as shipped before: 3 restarts for the job's life", ("restart=mt_life",), {}, None),
+    (
+        "shipped default without refill_on_training (only progress past the best iteration refills)",
+        ("restart=mt_untrained",),
+        {},
+        None,
+    ),
     ("restart=default (2 in a row, 3 in 6 h)", ("restart=default",), {}, None),
     (
         "no rank blame (GPU fault lines without the [rankN]: prefix, as before)",
@@ -137,10 +144,12 @@ def variants_dir() -> str:
     fleet = (restart / "fleet.yaml").read_text(encoding="utf-8")
     fleet10 = fleet.replace("    max_retries: 5  # in a row", "    max_retries: 10  # in a row")
     transient = (restart / "megatron_transient.yaml").read_text(encoding="utf-8")
-    life = transient.replace("    max_retries: 3\n    refill_on_progress: true\n    error_type_budgets:",
+    untrained = re.sub(r"\n    # \.\.\. and once an attempt trained.*?\n    refill_on_training: true", "",
+                       transient, count=1, flags=re.S)  # fmt: skip
+    life = untrained.replace("    max_retries: 3\n    refill_on_progress: true\n    error_type_budgets:",
                              "    max_retries: 3\n    error_type_budgets:")  # fmt: skip
     nosize = transient.replace("      min_nodes: 128\n", "      min_nodes: 100000000\n")
-    if fleet10 == fleet or life == transient or nosize == transient:
+    if fleet10 == fleet or life == untrained or nosize == transient or untrained == transient:
         raise SystemExit(
             "config/restart/fleet.yaml or megatron_transient.yaml changed: update variants_dir()"
         )
@@ -148,6 +157,7 @@ def variants_dir() -> str:
     (root / "restart").mkdir()
     (root / "restart" / "fleet10.yaml").write_text(fleet10, encoding="utf-8")
     (root / "restart" / "mt_life.yaml").write_text(life, encoding="utf-8")
+    (root / "restart" / "mt_untrained.yaml").write_text(untrained, encoding="utf-8")
     (root / "restart" / "mt_nosize.yaml").write_text(nosize, encoding="utf-8")
     return str(root)
 

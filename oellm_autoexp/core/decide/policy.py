@@ -127,6 +127,10 @@ class RestartRule(_Model):
     backoff: Backoff | None = None  # grow the delay with each restart; None: always cooldown_s
     window: Window | None = None  # rate limit over a sliding time window
     refill_on_progress: bool = False  # forgive restarts once the job got past its best iteration
+    # Also forgive `max_retries` (not the error-type budgets, not the window) once an attempt trained
+    # and failed at an iteration no attempt since the last refill failed at (`training_refill_point`):
+    # at fleet scale independent faults come faster than a resumed attempt regains its lost work.
+    refill_on_training: bool = False
     # False: restarts by this rule spend no retry budget (max_retries, error_type_budgets); the
     # window and the job's GPU-/wall-hour budgets still apply. For failures that cost no training
     # and move the job elsewhere (a node failing its pre-flight check, docs/preflight.md).
@@ -416,7 +420,8 @@ def _restart_within_budgets(
     charged = charged_restarts(rule, history)
     left = max(rule.max_retries - len(charged), 0)
     retries = (
-        _error_type_budget_reason(rule, outcome, charged) or _retry_budget_reason(rule, history, len(charged))
+        _error_type_budget_reason(rule, outcome, charged_restarts(rule, history, count_training=False))
+        or _retry_budget_reason(rule, history, len(charged))
         if rule.charge_budget
         else None
     )
@@ -464,6 +469,11 @@ def restart_reason(rule: RestartRule, outcome: Outcome, history: RestartHistory)
             if best is not None
             else "counts against the budget until an attempt makes progress"
         )
+        if rule.refill_on_training and best is not None:
+            budget = (
+                "counts against the budget only if the next attempt dies starting up or where an "
+                f"attempt died before, short of iteration {best}"
+            )
     else:
         left = max(rule.max_retries - len(charged_restarts(rule, history)) - 1, 0)
         budget = f"{left} of {rule.max_retries} restarts left"
@@ -475,11 +485,46 @@ def _budget_stop(rule: RestartRule, outcome: Outcome, reason: str, left: int) ->
     return Decision(DecisionAction.STOP, reason, rule.name, left, left, cancel_first=outcome.still_running)
 
 
-def charged_restarts(rule: RestartRule, history: RestartHistory) -> tuple[RestartRecord, ...]:
-    """The past restarts that count against `rule`'s budgets now (its own, since the last refill)."""
-    first = refill_point(history) if rule.refill_on_progress else 0
+def charged_restarts(
+    rule: RestartRule, history: RestartHistory, *, count_training: bool = True
+) -> tuple[RestartRecord, ...]:
+    """The past restarts that count against `rule`'s budgets now (its own, since the last refill).
+
+    `count_training=False`: the error-type budgets' count, which only progress refills."""
+    first = _refill_index(rule, history, count_training=count_training)
     # Restarts with an override set have the list as their budget, not max_retries.
     return tuple(r for r in history.restarts[first:] if r.rule == rule.name and r.override_set is None)
+
+
+def _refill_index(rule: RestartRule, history: RestartHistory, *, count_training: bool = True) -> int:
+    point = refill_point(history) if rule.refill_on_progress else 0
+    if rule.refill_on_training and count_training:
+        point = max(point, training_refill_point(history))
+    return point
+
+
+def training_refill_point(history: RestartHistory) -> int:
+    """How many of the oldest restarts are forgiven because a later attempt trained and then failed
+    somewhere new: an independent fault, not a crash loop.
+
+    Attempt j+1 reached `marks[j]` (None: it never logged an iteration, so it died starting up).
+    A crash loop fails at start-up every time, or at the same iteration (a bad batch, a kernel
+    bug at one shape), or within a few log intervals of its resume point, a handful of values it
+    soon runs out of. An attempt whose mark no earlier attempt reached trained and met a new
+    fault: at 16,384 GPUs one comes every 2-3 h, often before a resumed attempt regains
+    the work it lost, so "past the best iteration" alone stops healthy runs in bursts (the
+    simulated Kokolis year: docs/simulate_defaults.md).
+    """
+    marks = (*(r.iteration for r in history.restarts), history.iteration)
+    seen: set[int] = set()
+    point = 0
+    for j, reached in enumerate(marks):
+        if reached is None:
+            continue
+        if j > 0 and reached not in seen:
+            point = j
+        seen.add(reached)
+    return point
 
 
 def refill_point(history: RestartHistory) -> int:
@@ -518,7 +563,7 @@ def _retry_budget_reason(rule: RestartRule, history: RestartHistory, used: int) 
     # `used + 1` is this attempt's place in the budget; it equals the job's attempt number
     # unless other rules granted restarts or progress refilled the budget, which is then said.
     notes = []
-    point = refill_point(history) if rule.refill_on_progress else 0
+    point = _refill_index(rule, history)
     if point:
         reached = (*(r.iteration for r in history.restarts), history.iteration)[point]
         notes.append(f"counted since progress to iteration {reached}")

@@ -12,6 +12,13 @@ two landings on the broken node (the simulated Kokolis year: half the second lan
 another fault), and a node out of one allocation comes back in a later one. A healthy node is
 seldom named twice by chance: each failure names its two ends, out of hundreds of nodes.
 
+On a large allocation (`FIRST_SIGHT_NODES` or more) the ends one failed attempt names (at most
+`FIRST_SIGHT_ENDS`: one broken link) are blamed at once. The costs are lopsided there: a healthy
+node kept out costs one node of a pool of hundreds, while a broken one left in costs a whole
+attempt when the restart lands on it (on 2,048 nodes, ~25 min of 16,384 GPUs; the simulated
+Kokolis year: 0.8 ETTR points, docs/simulate_defaults.md). On a small one a healthy node kept out
+may be what the job cannot spare, so two failures are asked for.
+
 Only when nothing else singles a node out, and only for a network cause (an NCCL error, a
 collective timeout or a hang): an attempt whose root is a crash has NCCL lines from every peer
 of the rank that died. The share guard of node_blame still applies: a switch that fails names
@@ -37,6 +44,12 @@ from oellm_autoexp.core.decide.policy import RestartRecord
 
 NCCL_ERROR_TYPE = "nccl"  # the classifier's error type of NCCL's own transport errors
 WINDOW_S = 24 * 3600.0  # how far back an earlier failure's NCCL lines count (one day of restarts)
+FIRST_SIGHT_NODES = (
+    128  # from this allocation size one failure's named ends are blamed (as first_exception_at_scale)
+)
+FIRST_SIGHT_ENDS = (
+    2  # the ends of one link; more named nodes at once may be a switch: ask for a second failure
+)
 # NCCL's debug prefix (src/debug.cc: "%s:%d:%d [%d] ", host name, pid, tid, CUDA device).
 _NCCL_PREFIX = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ")
 
@@ -88,9 +101,22 @@ def blame_again(
     max_share: float = DEFAULT_MAX_SHARE,
 ) -> BlameResult:
     """judge()'s and the fleet simulation's question: the nodes this attempt's NCCL network errors
-    named (`network_named`) that a restarted failure of the last `WINDOW_S` named too."""
+    named (`network_named`) that a restarted failure of the last `WINDOW_S` named too; on a large
+    allocation, the (at most `FIRST_SIGHT_ENDS`) nodes this attempt named, at once."""
     if not named:
         return BlameResult(())
+    if allocation_size >= FIRST_SIGHT_NODES and len(named) <= FIRST_SIGHT_ENDS:
+        return BlameResult(
+            tuple(
+                Blame(
+                    node,
+                    f"NCCL's network errors came from this node, an end of a broken connection "
+                    f"(on {allocation_size} nodes one failure is enough: keeping a healthy node out costs little)",
+                    "log",
+                )
+                for node in named
+            )
+        )
     return recurring_blame(named, named_before(restarts, now_s), allocation_size, max_share)
 
 

@@ -26,7 +26,9 @@ class Strike:
     fault: Fault  # the fault whose lines the log shows (a repeat: the broken node's own fault)
     occurrence: int  # 0: the primary strike; n: the n-th repeat while handling one primary fault
     at_startup: bool  # the attempt never got to train (a repeat)
-    iteration: int  # the highest iteration this attempt reached (for the restart budgets' refill)
+    # The highest iteration this attempt logged (for the restart budgets' refills); None for a
+    # repeat: it died starting up, before its first iteration line, as the monitor sees it.
+    iteration: int | None
 
 
 @dataclass(frozen=True)

@@ -139,8 +139,7 @@ class _Run:
                 return False
             if doomed is None:
                 return True
-            base = int(self.ledger.productive_s / self.settings.step_s)
-            strike = Strike(culprit, strike.occurrence + 1, True, base)
+            strike = Strike(culprit, strike.occurrence + 1, True, None)
 
     def stopped(self, fault: Fault, strike: Strike, reaction: Reaction) -> bool:
         """The job waits for a human: paged, or found at the next look."""

@@ -18,6 +18,7 @@ from oellm_autoexp.core.decide.policy import (
     load_policy,
     refill_point,
     restart_delay_s,
+    training_refill_point,
 )
 from oellm_autoexp.core.decide.spend import Spend
 from oellm_autoexp.core.jobs.job_state import JobState
@@ -278,6 +279,59 @@ def test_exhausted_after_refill_says_where_counting_started() -> None:
     assert decisions[-1].reason == (
         "retry budget exhausted (attempt 2/1; counted since progress to iteration 150; rule r, job attempt 3)"
     )
+
+
+@pytest.mark.parametrize(
+    ("iterations", "actions"),
+    [
+        # Resumed below the best and died again at new points (a burst of faults): trained, refilled.
+        ([100, 90, 80, 95], [A.RESTART] * 4),
+        # Died starting up (no iteration logged): a crash loop, counted.
+        ([100, None, None], [A.RESTART, A.RESTART, A.STOP]),
+        # Died at the same iteration again (a bad batch, a kernel bug at one shape): counted.
+        ([100, 90, 90, 90], [A.RESTART, A.RESTART, A.RESTART, A.STOP]),
+        # A handful of early failure points soon runs out: 90 and 95 were seen, so is 90 again.
+        ([100, 90, 95, 90, 95], [A.RESTART, A.RESTART, A.RESTART, A.RESTART, A.STOP]),
+    ],
+)
+def test_refill_on_training(iterations: list[int | None], actions: list[DecisionAction]) -> None:
+    """An attempt that trained and died where no attempt died before met a new fault: its restart is
+    given back even short of the best iteration; a loop at start-up or at one iteration still stops."""
+    policy = one_rule(max_retries=2, refill_on_progress=True, refill_on_training=True)
+    decisions = run_sequence(policy, [Outcome(S.FAILED)] * len(iterations), iterations)
+    assert [d.action for d in decisions] == actions
+
+
+def test_refill_on_training_leaves_error_type_budgets_to_progress() -> None:
+    """A new failure point refills max_retries only: an error type's own budget (a second hang, a
+    second CUDA error) is still counted until an attempt gets past the best iteration."""
+    policy = one_rule(max_retries=3, refill_on_progress=True, refill_on_training=True,
+                      error_type_budgets={"hang": 1})  # fmt: skip
+    hang = Outcome(S.FAILED, error_type="hang")
+    decisions = run_sequence(policy, [hang, hang], [100, 90])
+    assert [d.action for d in decisions] == [A.RESTART, A.STOP]
+    assert "error_type=hang" in decisions[-1].reason
+
+
+@pytest.mark.parametrize(
+    ("restart_iterations", "current", "point"),
+    [
+        ((), None, 0),
+        ((100,), None, 0),
+        ((100,), 90, 1),
+        ((100,), 100, 0),
+        ((100, None), 90, 2),
+        ((100, 90), 100, 1),
+        ((100, 90, 100), None, 1),
+    ],
+)
+def test_training_refill_point(
+    restart_iterations: tuple[int | None, ...], current: int | None, point: int
+) -> None:
+    """The restarts forgiven are those before the last attempt that died at an iteration none died at before."""
+    restarts = tuple(RestartRecord(0.0, "r", OutcomeKind.CRASH, iteration=i) for i in restart_iterations)
+    history = RestartHistory(len(restarts) + 1, restarts, current)
+    assert training_refill_point(history) == point
 
 
 @pytest.mark.parametrize(

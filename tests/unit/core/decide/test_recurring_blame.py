@@ -13,7 +13,9 @@ from oellm_autoexp.core.classify.root_cause import root_cause
 from oellm_autoexp.core.decide.judge import PastDecision, history_from, judge
 from oellm_autoexp.core.decide.policy import DecisionAction, RestartRecord, load_policy
 from oellm_autoexp.core.decide.recurring_blame import (
+    FIRST_SIGHT_NODES,
     WINDOW_S,
+    blame_again,
     named_before,
     nccl_host,
     network_named,
@@ -67,6 +69,17 @@ def test_a_node_named_again_is_blamed_and_a_job_wide_recurrence_is_not() -> None
     assert recurring_blame(("node2",), ("node3", "node7"), 8).nodes == ()
     wide = recurring_blame(("node1", "node2", "node3"), ("node1", "node2", "node3"), 8)
     assert wide.nodes == () and wide.withheld is not None and "3 nodes" in wide.withheld
+
+
+def test_on_a_large_allocation_one_failure_s_named_ends_are_blamed_at_once() -> None:
+    """From FIRST_SIGHT_NODES up, the one or two ends a failure's NCCL lines name are blamed without
+    waiting for a second failure; more at once may be a switch, and a small job still waits."""
+    big = FIRST_SIGHT_NODES
+    assert blame_again(("node7",), (), 0.0, big).nodes == ("node7",)
+    assert blame_again(("node2", "node7"), (), 0.0, big).nodes == ("node2", "node7")
+    assert blame_again(("node1", "node2", "node7"), (), 0.0, big).nodes == ()
+    assert blame_again(("node7",), (), 0.0, big - 1).nodes == ()
+    assert "one failure is enough" in blame_again(("node7",), (), 0.0, big).blamed[0].evidence
 
 
 def test_only_failures_within_the_window_count() -> None:
