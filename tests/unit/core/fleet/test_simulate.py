@@ -68,6 +68,8 @@ def test_every_second_of_the_horizon_is_accounted_for(setup):
         ), name
 
 
+# pool_factor 1.05: the next allocation almost always holds a broken node left in, and the pool keeps
+# spare nodes to exclude it for (pool_factor 1 leaves none: no exclusion can be kept, the cap).
 MYSTERY = {
     "name": "mystery",
     "failures_per_1000_node_days": 20.0,
@@ -81,7 +83,7 @@ MYSTERY = {
             ],
         }
     },
-    "settings": {"site_drains_p": 0.0, "pool_factor": 1.0, "repair_median_h": 2.0, "lemon_share": 0.0},
+    "settings": {"site_drains_p": 0.0, "pool_factor": 1.05, "repair_median_h": 2.0, "lemon_share": 0.0},
 }
 
 
@@ -105,7 +107,7 @@ def test_a_known_hardware_line_with_its_host_keeps_the_next_attempt_off_the_node
         "lines": [[0, "{node} kernel: NVRM: Xid (PCI:0000:44:00): 79, GPU has fallen off the bus"]],
         "end": "FAILED:1", "end_after_s": 5}]}  # fmt: skip
     mix = load_mix({**MYSTERY, "families": {"xid": xid}}, shipped_families(), "test mix")
-    # Exclusions kept past the week: a lemon stays bad 14 days, longer than the default 24 h expiry.
+    # Exclusions kept past the week: a lemon stays bad 14 days, longer than the 7-day bound.
     result = simulate(mix, settings_from(mix.settings, {**WEEK, "exclusion_ttl_h": 240}, "test"), setup)
     assert set(result["monitor"]["cases"].values()) == {"gpu_hardware"}
     assert result["policies"]["autoexp"]["lost_gpu_hours"]["repeated_bad_node"] == 0
@@ -118,8 +120,9 @@ def test_a_budget_run_out_stops_and_waits_for_a_human(setup):
     budget of 2, attempts in a row without progress): the stop pages a human and costs
     wrong_stop; restart=fleet's larger budgets stop less."""
     mix = read_mix("llama3")
-    # A week in which a budget runs out and fleet's larger ones stop less (seed 5).
-    settings = settings_from(mix.settings, {**WEEK, "gpus": 16384, "seed": 5}, "test")
+    # A week in which a budget runs out and fleet's larger ones stop less (seed 14; seed 5's wrong stops
+    # went away with exclusions kept until the node is repaired, #29).
+    settings = settings_from(mix.settings, {**WEEK, "gpus": 16384, "seed": 14}, "test")
     transient = simulate(mix, settings, setup, ["autoexp"])["policies"]["autoexp"]
     assert any("retry budget exhausted" in reason for reason in transient["decisions"])
     assert transient["human_interventions"] > 0 and transient["lost_gpu_hours"]["wrong_stop"] > 0
@@ -254,7 +257,7 @@ SILENT_LINK = {
             ],
         }
     },
-    "settings": {"site_drains_p": 0.0, "pool_factor": 1.0, "repair_median_h": 2.0, "lemon_share": 0.0},
+    "settings": {"site_drains_p": 0.0, "pool_factor": 1.05, "repair_median_h": 2.0, "lemon_share": 0.0},
 }  # fmt: skip
 
 
