@@ -147,11 +147,13 @@ def repair_of(exclusion: Exclusion, events: Iterable[NodeEvent], now: datetime) 
     """The down/drain period of the node that ended after the exclusion was made, and by `now`.
 
     One still open (no end, or an end Slurm cannot have reported yet) is not a repair: the node is
-    still out. One that ended before the exclusion was made repaired an older fault.
+    still out. One that ended before the exclusion was made repaired an older fault. sacctmgr
+    prints whole seconds: an end in the second the exclusion was made counts as after it.
     """
+    made = exclusion.created_at.replace(microsecond=0)
     ended = [
         e for e in events
-        if e.node == exclusion.node and e.end is not None and exclusion.created_at < e.end <= now
+        if e.node == exclusion.node and e.end is not None and made <= e.end <= now
     ]  # fmt: skip
     return max(ended, key=lambda e: e.end or e.start) if ended else None
 
