@@ -119,7 +119,11 @@ def parse_requeue_runs(text: str) -> list[RunNodes]:
 
 
 def node_events_command(nodes: Sequence[str], since: datetime) -> list[str]:
-    """argv for the down/drain periods of `nodes` that were open at or after `since` (local time)."""
+    """argv for the down/drain periods of `nodes` that were open at or after `since` (local time).
+
+    slurmdbd lists every period that overlaps: one that began before `since` and ended after it is
+    in (seen on Slurm 22.05), so a node already drained when it was excluded shows its repair.
+    """
     if not nodes:
         raise ValueError("node_events_command needs at least one node")
     start = since.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
