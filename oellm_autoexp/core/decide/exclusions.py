@@ -161,7 +161,7 @@ def repair_of(exclusion: Exclusion, events: Iterable[NodeEvent], now: datetime) 
 def spare_cap(partition_nodes: int, job_nodes: int, share: float = DEFAULT_SPARE_SHARE) -> int:
     """How many nodes a job's exclusions may take: `share` of those its partition can spare it,
     and at least one while any is spare (a 1-node job on 2 nodes must still avoid the one that
-    just failed it); never all of them past that, never more than there are."""
+    just failed it), never more than there are: the job can always be scheduled."""
     spare = max(partition_nodes - job_nodes, 0)
     return min(spare, max(1, math.floor(share * spare + 1e-9))) if spare else 0
 
@@ -200,7 +200,7 @@ def in_force(
     over = order[: max(len(order) - cap, 0)]
     spare = max(partition_nodes - job_nodes, 0)
     why = (f"the job's exclusions may take {cap} of the {spare} nodes its partition can spare it "
-           f"({partition_nodes} - {job_nodes} x {share:g}); the oldest evidence goes first")  # fmt: skip
+           f"(({partition_nodes} - {job_nodes}) x {share:g}); the oldest evidence goes first")  # fmt: skip
     lifted += [Lifted(e, f"{e.node} lifted (blamed {e.created_at:%Y-%m-%d %H:%M}): {why}") for e in over]
     return InForce(tuple(e for e in kept if e not in over), tuple(lifted))
 

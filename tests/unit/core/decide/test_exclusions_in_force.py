@@ -103,7 +103,7 @@ def test_the_cap_lifts_the_oldest_first_and_says_why() -> None:
     assert verdict.nodes == tuple(f"gpu{i:02d}" for i in range(2, 10))
     assert [lifted.exclusion.node for lifted in verdict.lifted] == ["gpu00", "gpu01"]
     why = verdict.lifted[0].why
-    assert "may take 8 of the 16 nodes its partition can spare it (64 - 48 x 0.5)" in why
+    assert "may take 8 of the 16 nodes its partition can spare it ((64 - 48) x 0.5)" in why
     assert "blamed 2026-11-26 02:00" in why
 
 
