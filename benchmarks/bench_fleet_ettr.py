@@ -9,7 +9,7 @@ each setting's published save and restart costs) ONE fault sequence is drawn and
 every policy: ours with the shipped Megatron default (`restart=megatron_transient`, what
 `autoexp replay` uses) and with `restart=fleet`, each also with the pre-flight check (60 s per
 attempt; catching gpu_hw, and with the pairwise check network_link too; and only on suspicion,
-`preflight: on_suspicion`), upstream's production
+`preflight: on_suspicion`; and with exclusions as before #29, a fixed 24 h), upstream's production
 policy (prod branch) and its main branch, no supervisor, the oracle (human at once) and the
 paged oracle (its human answers pages as ours does). The baseline is measured in the same run,
 on the same faults; ours, the paged oracle and upstream again on two more seeds (the draw's
@@ -57,6 +57,8 @@ OURS_AGAIN: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     # `preflight: on_suspicion` (pairwise): the check only after a failure that may be a node's and named none.
     ("autoexp_suspicion", (), {**SUSPICION}),
     ("autoexp_fleet_suspicion", ("restart=fleet",), {**SUSPICION}),
+    # The shipped default with exclusions as before #29 (a fixed 24 h, no repair seen, no cap).
+    ("autoexp_exclusions_24h", (), {"exclusion_until_repaired": False, "exclusion_ttl_h": 24}),
 )
 # One default changed at a time, on the Llama 3 setting with restart=fleet: (label, monitor
 # overrides, simulation settings, a change to the mix).
@@ -105,8 +107,27 @@ WHAT_IFS: tuple[tuple[str, tuple[str, ...], dict[str, Any], str | None], ...] = 
         "no_rank",
     ),
     ("every GPU fault's line names its host", ("restart=fleet",), {}, "hosts"),
-    ("exclusions kept 7 days instead of 24 h", ("restart=fleet",), {"exclusion_ttl_h": 168}, None),
-    ("exclusions kept 2 h", ("restart=fleet",), {"exclusion_ttl_h": 2}, None),
+    # Exclusions (#29): until the node is seen repaired, 7 days at most, half the spare nodes at most.
+    (
+        "exclusions as before #29: a fixed 24 h, no repair seen, no cap",
+        ("restart=fleet",),
+        {"exclusion_until_repaired": False, "exclusion_ttl_h": 24},
+        None,
+    ),
+    ("exclusions until repaired, 72 h at most (7 days)", ("restart=fleet",), {"exclusion_ttl_h": 72}, None),
+    (
+        "exclusions until repaired, 14 days at most (7 days)",
+        ("restart=fleet",),
+        {"exclusion_ttl_h": 336},
+        None,
+    ),
+    ("exclusions until repaired, 2 h at most", ("restart=fleet",), {"exclusion_ttl_h": 2}, None),
+    (
+        "exclusions until repaired, a tenth of the spare nodes at most (half)",
+        ("restart=fleet",),
+        {"exclusion_spare_share": 0.1},
+        None,
+    ),
     (
         "hang floor 300 s instead of 900 s",
         ("restart=fleet", "+monitoring.hang.progress_floor_s=300"),

@@ -310,6 +310,7 @@ FLEET_ROWS = (
     ("ours, `restart=fleet` + pre-flight with pairwise (gpu_hw, network_link)", "autoexp_fleet_preflight_pairwise"),
     ("ours, shipped default + pre-flight on suspicion (`preflight: on_suspicion`, pairwise)", "autoexp_suspicion"),
     ("ours, `restart=fleet` + pre-flight on suspicion (pairwise)", "autoexp_fleet_suspicion"),
+    ("ours, shipped default, exclusions as before #29 (a fixed 24 h, no repair seen, no cap)", "autoexp_exclusions_24h"),
     ("upstream production (prod/oellm_32b_dense, auto_restart_ckptreset)", "upstream"),
     ("upstream main (state restarts, 300 s inactivity)", "upstream_main"),
     ("no supervisor (a human looks twice a day)", "none"),

@@ -24,9 +24,14 @@ _FLAGS = {
     "gpus": int, "gpus_per_node": int, "days": float, "checkpoint_min": float, "save_s": float,
     "load_s": float, "startup_s": float, "queue_median_s": float, "seed": int, "exclusion_ttl_h": float,
     "site_drains_p": float, "pool_factor": float, "lemon_strike_p": float, "preflight": float,
+    "exclusion_spare_share": float,
 }  # fmt: skip
 _SETTING = {"preflight": "preflight_s"}  # a flag whose settings key differs from its name
-_HELP = {"preflight": "seconds the pre-flight check adds to each of our attempts (default 0: off)"}
+_HELP = {
+    "preflight": "seconds the pre-flight check adds to each of our attempts (default 0: off)",
+    "exclusion_ttl_h": "our exclusions' upper bound; they end sooner when the node is seen repaired (default 168)",
+    "exclusion_spare_share": "the share of the pool's spare nodes our exclusions may take (default 0.5)",
+}
 
 
 def register(subparsers: Any) -> None:

@@ -392,7 +392,7 @@ class PreflightConfig(StrictModel):
     suspicion_h: float = Field(
         default=24.0,
         ge=0,
-        description="how long such a failure keeps the check on (the exclusion expiry's 24 h)",
+        description="how long such a failure keeps the check on (24 h)",
     )
     checks: list[PreflightCheck] = Field(
         default_factory=lambda: list(PREFLIGHT_CHECKS),

@@ -86,8 +86,13 @@ class MonitorSettings(BaseModel):
     # The same while no iteration was seen yet (startup: at 1,000 nodes it can be silent for
     # 10 minutes); null: recovery_window_s.
     recovery_window_startup_s: float | None = Field(default=None, gt=0)
-    # A node blamed for a failure (core/decide/node_blame.py) stays off the job's attempts this long.
-    exclusion_ttl_s: float = Field(default=24 * 3600.0, gt=0)
+    # A node blamed for a failure (core/decide/node_blame.py) stays off the job's attempts until
+    # Slurm shows it repaired (a down/drain period that ended after the blame), this long at most
+    # (7 days: core/decide/exclusions.py DEFAULT_EXCLUSION_TTL, docs/simulate_defaults.md).
+    exclusion_ttl_s: float = Field(default=7 * 86400.0, gt=0)
+    # The share of the nodes the job's partition can spare it (its nodes minus the job's) that its
+    # exclusions may take; past it the oldest are lifted (DEFAULT_SPARE_SHARE).
+    exclusion_spare_share: float = Field(default=0.5, ge=0, le=1)
     # Where the monitor runs: "login" (the default: a process where autoexp was started, or
     # detached there) or "slurm" (a one-CPU Slurm job that hands over to its successor;
     # docs/supervision.md says which to choose where).

@@ -41,13 +41,14 @@ from oellm_autoexp.adapters.store.sqlite_store import AttemptInfo, JobStatus, SQ
 from oellm_autoexp.backends.build import checkpoint_dir
 from oellm_autoexp.core.checkpoint.disk import space_warning
 from oellm_autoexp.core.checkpoint.rollback import rollback_line
-from oellm_autoexp.core.decide.exclusions import active_nodes, exclude_list
+from oellm_autoexp.core.decide.exclusions import exclude_list
 from oellm_autoexp.core.decide.load_failure import short
 from oellm_autoexp.core.decide.policy import DecisionAction
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.outcome import OutcomeKind
 from oellm_autoexp.daemon.cancels import Cancels, Failing
 from oellm_autoexp.daemon.clock import utc
+from oellm_autoexp.daemon.exclusions_in_force import exclusions_in_force
 from oellm_autoexp.daemon.submitter import Submitter
 from oellm_autoexp.daemon.watch import JobRuntime
 from oellm_autoexp.plan.plan import JobPlan, configured_exclude
@@ -240,8 +241,9 @@ def _stop_line(why: str, directory: Path) -> str:
 
 
 def active_exclusions(store: SQLiteStore, rt: JobRuntime, now: datetime) -> tuple[str, ...]:
-    """The nodes excluded for the job now (expired exclusions are kept in the store, not used)."""
-    return active_nodes(store.exclusions_for_job(rt.job.id), rt.job.name, now)
+    """The nodes excluded for the job now: until repaired, capped (daemon/exclusions_in_force.py);
+    expired and lifted exclusions are kept in the store, not used."""
+    return exclusions_in_force(store, rt, now)
 
 
 def exclude_arg(store: SQLiteStore, rt: JobRuntime, now: datetime) -> tuple[str, ...]:

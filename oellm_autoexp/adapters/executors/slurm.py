@@ -13,7 +13,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from oellm_autoexp.adapters.executors import command_timing
@@ -25,7 +25,14 @@ from oellm_autoexp.core.decide.spend import SPEND_SACCT_FORMAT, AttemptUsage, pa
 from oellm_autoexp.core.decide.successor import start_time_command
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState, has_ended_in_squeue
-from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth, parse_scontrol_nodes
+from oellm_autoexp.core.jobs.slurm_nodes import (
+    NodeEvent,
+    NodeHealth,
+    node_events_command,
+    parse_node_events,
+    parse_partition_nodes,
+    parse_scontrol_nodes,
+)
 from oellm_autoexp.core.jobs.slurm_parse import (
     SACCT_FORMAT,
     SEP,
@@ -228,6 +235,18 @@ class SlurmExecutor:
             return []
         done = run_slurm_command(["scontrol", "show", "node", ",".join(nodes)], self.timeout_s)
         return parse_scontrol_nodes(done.stdout)
+
+    def node_events(self, nodes: Sequence[str], since: datetime) -> list[NodeEvent]:
+        """The down/drain periods slurmdbd recorded for `nodes` since `since` (`sacctmgr show event`)."""
+        if not nodes:
+            return []
+        done = run_slurm_command(node_events_command(nodes, since), self.timeout_s)
+        return parse_node_events(done.stdout, tz=datetime.now().astimezone().tzinfo or UTC)
+
+    def partition_nodes(self, partition: str | None) -> int | None:
+        """How many nodes `partition` has (None: the default one); None if Slurm does not say."""
+        done = run_slurm_command(["scontrol", "show", "partition", "-o"], self.timeout_s)
+        return parse_partition_nodes(done.stdout, partition)
 
     def update_excluded_nodes(self, job_id: str, nodes: str) -> None:
         """Set a PENDING job's excluded nodes (`nodes` is the whole list: it replaces, not adds)."""

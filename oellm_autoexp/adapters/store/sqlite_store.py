@@ -704,6 +704,21 @@ class SQLiteStore:
         with self._read() as db:
             return _exclusions(db, job_id)
 
+    def lift_exclusions(
+        self, job_id: int, lifted: Sequence[tuple[str, str]], *, attempt_id: int | None, now: datetime
+    ) -> None:
+        """End exclusions before their upper bound, in ONE transaction: each (node, why) ends the
+        node's rows still in force at `now` and leaves a decision (action `none`: it decides no
+        restart) whose reason `autoexp explain` shows."""
+        with self._write() as db:
+            for node, why in lifted:
+                rows = select(ExclusionRow).where(ExclusionRow.job_id == job_id, ExclusionRow.node == node)
+                for row in db.scalars(rows):
+                    if _as_utc(row.expires_at) > _as_utc(now):
+                        row.expires_at = now
+                db.add(DecisionRow(job_id=job_id, attempt_id=attempt_id, action=DecisionAction.NONE.value,
+                                   reason=f"exclusion lifted: {why}", evidence_json=[], decided_at=now))  # fmt: skip
+
     def judge_records(self, job_id: int) -> JudgeRecords:
         """What judging an attempt of the job reads, in one transaction (daemon/judging.py `gather`)."""
         with self._read() as db:

@@ -9,8 +9,11 @@ What the cache keeps is what does not depend on the job's past: when the verdict
 `Outcome` (core/watch/outcome.py) and the nodes the evidence blames (core/decide/node_blame.py,
 against the attempt's real allocation, as the monitor passes it). What does depend on the
 past is asked for every fault: `decide()` (core/decide/policy.py) with the job's restart
-history (budgets, refills, rate windows, backoff) and its active exclusions
-(core/decide/exclusions.py, with their expiry), as the monitor builds them before a decision.
+history (budgets, refills, rate windows, backoff) and its exclusions in force
+(core/decide/exclusions.py `in_force`: until the node is seen repaired, at most the upper
+bound, capped by the pool's spare nodes), as the monitor builds them before a decision. What
+Slurm would show of a repair (a node event ending when the repair ends; none for a lemon the site
+never drained, faults.py `repair_seen`) is the simulation's stand-in for `sacctmgr show event`.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from datetime import UTC, datetime, timedelta
 from oellm_autoexp.core.classify.classifier import classify_lines
 from oellm_autoexp.core.decide.exclusions import (
     Exclusion,
-    active_nodes,
+    InForce,
     exclusions_from_blame,
+    in_force,
+    lift,
     merge_exclusions,
 )
 from oellm_autoexp.core.decide.judge import blame_for, blame_share
@@ -31,11 +36,13 @@ from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, Res
 from oellm_autoexp.core.decide.recurring_blame import blame_again, network_named
 from oellm_autoexp.core.decide.suspicion import Failure, suspicion
 from oellm_autoexp.core.fleet.engine import RESTART, STOP, Reaction, Strike
+from oellm_autoexp.core.fleet.faults import Fault, repair_seen
 from oellm_autoexp.core.fleet.lines import Names, names_for, render
 from oellm_autoexp.core.fleet.mix import Mix
 from oellm_autoexp.core.fleet.preflight import FAMILY as PREFLIGHT
 from oellm_autoexp.core.fleet.preflight import VARIANT as PREFLIGHT_VARIANT
 from oellm_autoexp.core.fleet.settings import SimSettings
+from oellm_autoexp.core.jobs.slurm_nodes import NodeEvent
 from oellm_autoexp.core.replay.replay import ReplaySetup, replay_lines
 from oellm_autoexp.core.watch.outcome import Outcome
 
@@ -132,16 +139,23 @@ class AutoexpPolicy:
     exclusions: list[Exclusion] = field(default_factory=list)
     attempt: int = 1
     failures: list[Failure] = field(default_factory=list)  # restarted ones, for the pre-flight's suspicion
+    events: dict[str, NodeEvent] = field(
+        default_factory=dict
+    )  # per node, what Slurm would show of its repair
+    lifted: int = 0  # exclusions ended before their upper bound (repaired or capped)
+    peak_excluded: int = 0  # the most exclusions in force at once (what the cap has to allow)
 
     def react(self, strike: Strike, now: float, bad_nodes: frozenset[str]) -> Reaction:
         fault = strike.fault
+        if strike.occurrence == 0:
+            self._note_repair(fault, now)
         phase = (fault.index + strike.occurrence) % PHASES
         case = self.judge.case(fault.family, fault.variant, strike.at_startup, phase)
         decided_at = now + case.detect_s
         if case.outcome is None:
             return Reaction(STOP, case.detect_s, why=case.replay_reason, cause=None)
         stamp = EPOCH + timedelta(seconds=decided_at)
-        active = active_nodes(self.exclusions, JOB, stamp)
+        active = self._in_force(stamp).nodes
         history = RestartHistory(
             attempt=self.attempt,
             restarts=tuple(self.restarts),
@@ -177,18 +191,41 @@ class AutoexpPolicy:
         suspect = suspicion(self.failures, decided_at, self.judge.settings.suspicion_h * 3600.0)
         return Reaction(
             RESTART, case.detect_s, delay_s=decision.delay_s,
-            excluded=frozenset(active_nodes(self.exclusions, JOB, stamp)),
+            excluded=frozenset(self._in_force(stamp).nodes),
             why=decision.reason, cause=case.cause,
             wrong_blame=sum(1 for n in blamed if n != fault.node), preflight=suspect is not None,
         )  # fmt: skip
 
     def excluded_at(self, now: float) -> frozenset[str]:
-        """The nodes still excluded at `now` (exclusions expire)."""
-        return frozenset(active_nodes(self.exclusions, JOB, EPOCH + timedelta(seconds=now)))
+        """The nodes still excluded at `now` (exclusions expire, or end with a repair)."""
+        return frozenset(self._in_force(EPOCH + timedelta(seconds=now)).nodes)
 
     def human_took_over(self, now: float) -> None:
         # A human resubmits: a new session, so the budgets start again; exclusions stay (the store keeps them).
         self.restarts, self.attempt, self.failures = [], 1, []
+
+    def _in_force(self, stamp: datetime) -> InForce:
+        """The exclusions in force at `stamp`, as the monitor asks before a submission; the lifted
+        ones are ended, as the store ends their rows."""
+        settings = self.judge.settings
+        if not settings.exclusion_until_repaired:  # the rule before #29: a fixed expiry, no cap
+            return InForce(tuple(e for e in self.exclusions if e.is_active(stamp)), ())
+        # As the monitor reads them: the events of the excluded nodes only.
+        events = [self.events[e.node] for e in self.exclusions if e.node in self.events]
+        verdict = in_force(self.exclusions, events, stamp, job=JOB, partition_nodes=settings.pool_nodes,
+                           job_nodes=settings.nodes, share=settings.exclusion_spare_share)  # fmt: skip
+        self.peak_excluded = max(self.peak_excluded, len(verdict.kept))
+        if verdict.lifted:
+            self.lifted += len(verdict.lifted)
+            self.exclusions = lift(self.exclusions, verdict.lifted, stamp)
+        return verdict
+
+    def _note_repair(self, fault: Fault, now: float) -> None:
+        """The down/drain period Slurm will show for the fault's node, if its repair is seen."""
+        if repair_seen(fault, self.judge.settings):
+            start = EPOCH + timedelta(seconds=now)
+            end = start + timedelta(seconds=fault.bad_for_s)
+            self.events[fault.node] = NodeEvent(fault.node, start, end, "DOWN", fault.family)
 
     def _real(self, canonical: str, faulty: str) -> str:
         """The faulty node's canonical name is the fault's node; any other is a healthy one."""

@@ -101,3 +101,15 @@ def _fault(
         recurs=rng.random() < family.recurs,
         queue_s=queue_wait_s(rng, settings),
     )
+
+
+def site_drains(settings: SimSettings, node: str) -> bool:
+    """The site's health checks take this broken node out (one draw per node, every policy alike)."""
+    return stream(settings.seed, "site-drain", node).random() < settings.site_drains_p
+
+
+def repair_seen(fault: Fault, settings: SimSettings) -> bool:
+    """Slurm shows the node's repair (a down/drain period ending at `bad_for_s`): every repair of a
+    broken node, and a lemon's only when Slurm or the site drained it (else it just comes back)."""
+    drained = fault.slurm_drains or site_drains(settings, fault.node)
+    return fault.breaks_node and (not fault.lemon or drained)

@@ -72,8 +72,14 @@ class SimSettings(BaseModel):
     # follows within minutes with this chance.
     burst_p: float = Field(default=0.18, ge=0, lt=1)
     burst_gap_s: float = Field(default=300.0, gt=0)
-    # The monitor's node exclusions expire (core/decide/exclusions.py DEFAULT_EXCLUSION_TTL).
-    exclusion_ttl_h: float = Field(default=24.0, gt=0)
+    # The monitor's node exclusions (core/decide/exclusions.py): they end when the node is seen
+    # repaired (a repair ends at the fault's `bad_for_s`; a lemon the site never drained is never
+    # seen repaired), at the latest after `exclusion_ttl_h` (DEFAULT_EXCLUSION_TTL), and take at
+    # most `exclusion_spare_share` of the pool's spare nodes (DEFAULT_SPARE_SHARE). False: the
+    # rule before #29, a fixed expiry and no cap.
+    exclusion_ttl_h: float = Field(default=168.0, gt=0)
+    exclusion_until_repaired: bool = True
+    exclusion_spare_share: float = Field(default=0.5, ge=0, le=1)
     step_s: float = Field(default=10.0, gt=0)  # one training iteration (the log's cadence)
     upstream_poll_s: float = Field(default=60.0, gt=0)  # upstream's monitor loop (monitor/loop.py)
     # The pre-flight check (core/fleet/preflight.py): seconds it adds to every attempt of ours
@@ -103,6 +109,11 @@ class SimSettings(BaseModel):
     def restart_s(self) -> float:
         """Start-up after the queue: launch, init and checkpoint load."""
         return self.startup_s + self.load_s
+
+    @property
+    def pool_nodes(self) -> int:
+        """The partition the job's nodes come from: pool_factor times as many."""
+        return max(self.nodes, round(self.nodes * self.pool_factor))
 
     @property
     def same_node_p(self) -> float:

@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 
 from oellm_autoexp.core.fleet.engine import HUMAN, STOP, Policy, Reaction, Strike
-from oellm_autoexp.core.fleet.faults import Fault, queue_wait_s, stream
+from oellm_autoexp.core.fleet.faults import Fault, queue_wait_s, site_drains, stream
 from oellm_autoexp.core.fleet.human import next_check, response_s
 from oellm_autoexp.core.fleet.ledger import Ledger
 from oellm_autoexp.core.fleet.preflight import FAMILY as PREFLIGHT
@@ -191,7 +191,7 @@ class _Run:
 
     def site_drained(self, node: str) -> bool:
         """The site's health checks took this broken node out (one draw per node, every policy alike)."""
-        return stream(self.settings.seed, "site-drain", node).random() < self.settings.site_drains_p
+        return site_drains(self.settings, node)
 
     def queue_s(self, fault: Fault, occurrence: int) -> float:
         """The first restart after a fault waits its drawn queue time; later ones draw their own."""

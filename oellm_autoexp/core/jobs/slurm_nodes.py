@@ -4,21 +4,27 @@ of a requeued job's earlier runs (sacct --duplicates). Pure: text in, values out
 The commands (run by an adapter, never here):
 - `sinfo -N --noheader -o SINFO_NODE_FORMAT` (one line per node: name|state|reason);
 - `scontrol show node [-o] [NODES]` (blocks of `Key=Value`, one per node);
-- `sacct --duplicates --noheader --parsable2 --format REQUEUE_SACCT_FORMAT -j JOBID`.
+- `sacct --duplicates --noheader --parsable2 --format REQUEUE_SACCT_FORMAT -j JOBID`;
+- `sacctmgr -n -P show event nodes=NODES start=TIME format=NODE_EVENT_FORMAT` (slurmdbd's record of
+  each node's down/drain periods: how a repair is seen, core/decide/exclusions.py);
+- `scontrol show partition -o` (a partition's node count: how many nodes a job can be spared).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, tzinfo
 
 from oellm_autoexp.core.jobs.job_state import JobState, parse_state
-from oellm_autoexp.core.jobs.slurm_parse import SEP, expand_nodelist
+from oellm_autoexp.core.jobs.slurm_parse import SEP, expand_nodelist, parse_time
 
 SINFO_NODE_FORMAT = SEP.join(["%N", "%T", "%E"])  # node name (not %n: that is the host name)
 REQUEUE_SACCT_FIELDS = ("JobID", "State", "NodeList", "Start", "End")
 REQUEUE_SACCT_FORMAT = ",".join(REQUEUE_SACCT_FIELDS)
+NODE_EVENT_FIELDS = ("NodeName", "TimeStart", "TimeEnd", "State", "Reason")
+NODE_EVENT_FORMAT = ",".join(NODE_EVENT_FIELDS)
 # Node states (base or flag) in which Slurm itself says a node is unfit.
 UNHEALTHY_STATES = frozenset({"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING"})
 _NO_REASON = {"", "none", "(null)"}
@@ -47,6 +53,22 @@ class RunNodes:
     state: JobState
     nodes: tuple[str, ...]
     start: str
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """One period slurmdbd recorded a node as down or drained (`sacctmgr show event`)."""
+
+    node: str
+    start: datetime
+    end: datetime | None  # None: still open (sacctmgr prints no end, or "Unknown")
+    state: str  # as printed: DOWN, DRAIN, IDLE+DRAIN, DOWN*
+    reason: str
+
+    def describe(self) -> str:
+        end = f"{self.end:%Y-%m-%d %H:%M}" if self.end else "now"
+        why = f" ({self.reason})" if self.reason else ""
+        return f"{self.state} {self.start:%Y-%m-%d %H:%M} to {end}{why}"
 
 
 def state_words(state: str) -> set[str]:
@@ -94,6 +116,50 @@ def parse_requeue_runs(text: str) -> list[RunNodes]:
         job_id, state, nodes, start = parts[0], parts[1], parts[2], parts[3]
         runs.append(RunNodes(job_id, parse_state(state), expand_nodelist(nodes), start))
     return runs
+
+
+def node_events_command(nodes: Sequence[str], since: datetime) -> list[str]:
+    """argv for the down/drain periods of `nodes` that were open at or after `since` (local time).
+
+    slurmdbd lists every period that overlaps: one that began before `since` and ended after it is
+    in (seen on Slurm 22.05), so a node already drained when it was excluded shows its repair.
+    """
+    if not nodes:
+        raise ValueError("node_events_command needs at least one node")
+    start = since.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+    return ["sacctmgr", "-n", "-P", "show", "event", f"nodes={','.join(nodes)}", f"start={start}",
+            f"format={NODE_EVENT_FORMAT}"]  # fmt: skip
+
+
+def parse_node_events(text: str, tz: tzinfo) -> list[NodeEvent]:
+    """Node events from `sacctmgr -n -P show event ... format=NODE_EVENT_FORMAT` lines.
+
+    sacctmgr prints local times without a zone (`tz` gives it); an open event's end is empty or
+    "Unknown". Cluster events (no node name) and unparsable lines are left out.
+    """
+    found = []
+    for line in _lines(text):
+        parts = line.split(SEP, len(NODE_EVENT_FIELDS) - 1)
+        if len(parts) < len(NODE_EVENT_FIELDS) or not parts[0]:
+            continue
+        start, end = _local(parse_time(parts[1]), tz), _local(parse_time(parts[2]), tz)
+        if start is not None:
+            found.append(NodeEvent(parts[0], start, end, parts[3], _scontrol_reason(parts[4])))
+    return found
+
+
+def parse_partition_nodes(text: str, partition: str | None) -> int | None:
+    """TotalNodes of `partition` (None: the default one) from `scontrol show partition -o` lines."""
+    for line in _lines(text):
+        fields = dict(_KEY_VALUE.findall(line))
+        wanted = fields.get("PartitionName") == partition if partition else fields.get("Default") == "YES"
+        if wanted and fields.get("TotalNodes", "").strip().isdigit():
+            return int(fields["TotalNodes"].strip())
+    return None
+
+
+def _local(value: datetime | None, tz: tzinfo) -> datetime | None:
+    return value.replace(tzinfo=tz) if value is not None and value.tzinfo is None else value
 
 
 def _key_values(block: str) -> dict[str, str]:

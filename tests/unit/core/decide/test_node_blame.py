@@ -237,16 +237,16 @@ def test_state_words() -> None:
 
 
 def test_exclusions_expire_and_keep_the_newest_evidence() -> None:
-    """An exclusion lasts 24 h by default; blaming the node again refreshes its evidence and expiry."""
+    """An exclusion lasts 7 days at most by default; blaming the node again refreshes its evidence and bound."""
     first = exclusions_from_blame("job-a", [Blame("gpu03", "line 1", "log")], NOW)
-    assert first[0].expires_at == NOW + timedelta(hours=24)
+    assert first[0].expires_at == NOW + timedelta(days=7)
     later = NOW + timedelta(hours=20)
     again = exclusions_from_blame("job-a", [Blame("gpu03", "line 9", "log")], later)
     merged = merge_exclusions(first, again, later)
-    assert [(e.evidence, e.expires_at) for e in merged] == [("line 9", later + timedelta(hours=24))]
-    assert active_nodes(first, "job-a", NOW + timedelta(hours=23)) == ("gpu03",)
-    assert active_nodes(first, "job-a", NOW + timedelta(hours=24)) == ()
-    assert merge_exclusions(first, [], NOW + timedelta(hours=25)) == []
+    assert [(e.evidence, e.expires_at) for e in merged] == [("line 9", later + timedelta(days=7))]
+    assert active_nodes(first, "job-a", NOW + timedelta(days=7) - timedelta(seconds=1)) == ("gpu03",)
+    assert active_nodes(first, "job-a", NOW + timedelta(days=7)) == ()
+    assert merge_exclusions(first, [], NOW + timedelta(days=8)) == []
     assert active_nodes(first, "job-b", NOW) == ()
 
 
@@ -254,10 +254,10 @@ def test_exclusion_record_round_trip() -> None:
     """The store-facing record is flat and reads back to the same exclusion."""
     item = exclusions_from_blame("job-a", [Blame("gpu03", "job.log line 12: Xid 79", "log")], NOW)[0]
     record = item.to_record()
-    assert record["expires_at"] == "2026-11-24T08:00:00+00:00"
+    assert record["expires_at"] == "2026-11-30T08:00:00+00:00"  # 7 days at most
     assert Exclusion.from_record(record) == item
     assert describe(item, NOW + timedelta(hours=1, minutes=30)) == (
-        "gpu03 excluded for 22 h 30 min more: job.log line 12: Xid 79"
+        "gpu03 excluded until repaired, 166 h 30 min more at most: job.log line 12: Xid 79"
     )
 
 
