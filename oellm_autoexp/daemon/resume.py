@@ -4,7 +4,9 @@ A monitor may start after another died (SIGKILL, a reboot, a lost login node). F
 it finds one of four things: an intent not yet confirmed (submit: adopted by its tag if the
 job exists), a live attempt (watch it again, from where its log was consumed), an attempt that
 ended while nobody watched (judge it now, from its whole log), or a judgement recorded but
-not carried out (carry it out: the cancel and the resubmission are safe to repeat). A queued
+not carried out (carry it out: the cancel and the resubmission are safe to repeat), also for
+the attempt a restart was decided for when its queued successor is the one watched
+(`judged_left_running`: its cancel may have failed). A queued
 successor whose scancel an earlier monitor left failing is cancelled again, never watched
 (`cancel_left_failing`): a stopped job's is dropped again; an active job's (it ran on a node the
 restart excluded) is cancelled, then the restart that waited for it is submitted.
@@ -25,7 +27,7 @@ from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import is_terminal
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.daemon.cancels import left_failing
-from oellm_autoexp.daemon.successor import watched_attempt
+from oellm_autoexp.daemon.successor import judged_no, unended, watched_attempt
 from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt
 
 PRIME_BLOCK_BYTES = 4 << 20  # a resumed attempt's consumed log is re-read in blocks of this size
@@ -72,6 +74,9 @@ def resume(loop: ResumingLoop, runtimes: Iterable[JobRuntime], now: float) -> No
                     and not cancel_left_failing(loop, rt, latest, now)):  # fmt: skip
                 loop.attach(rt, latest, now)
             continue
+        behind = judged_left_running(loop.store, rt.job.id, latest)
+        if behind is not None and carry_out_recorded(loop, rt, behind, now):
+            continue  # its restart adopts the queued successor once its cancel went through
         if latest is None or latest.intent in (Intent.ABANDONED.value, Intent.INTENDED.value):
             loop.submit(rt, now)  # adopts an unconfirmed intent found by its tag
         elif latest.executor_job_id and (latest.ended_at is None and not is_terminal(latest.state)):
@@ -80,6 +85,15 @@ def resume(loop: ResumingLoop, runtimes: Iterable[JobRuntime], now: float) -> No
                 loop.attach(rt, latest, now)
         elif latest.executor_job_id:
             judge_unwatched_end(loop, rt, latest, now)
+
+
+def judged_left_running(store: SQLiteStore, job_id: int, watched: AttemptInfo | None) -> AttemptInfo | None:
+    """The attempt the job's last restart was decided for, when its end was never seen and it is
+    not the one watched: its queued successor is (daemon/successor.py `watched_attempt`), so its
+    restart's cancel, which an earlier monitor may have left failing, would never be retried."""
+    number = judged_no(store, job_id)
+    found = [a for a in unended(store, job_id) if a.attempt_no == number]
+    return found[0] if found and (watched is None or found[0].id != watched.id) else None
 
 
 def judge_unwatched_end(loop: ResumingLoop, rt: JobRuntime, attempt: AttemptInfo, now: float) -> None:

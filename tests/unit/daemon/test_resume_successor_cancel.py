@@ -27,6 +27,10 @@ from oellm_autoexp.plan.plan import build_plans, log_path_for
 
 DEADLINE_S = 30.0
 SCANCEL_ERROR = "scancel: error: Kill job error on job id: Unexpected message received"
+NCCL = (
+    "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+    "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3"
+)
 XID = "node1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus."
 T = TypeVar("T")
 
@@ -41,6 +45,7 @@ class FakeSlurm:
         self.jobs: dict[str, tuple[JobState, tuple[str, ...], int | None]] = {}
         self.args: dict[str, list[str]] = {}
         self.cancels: list[str] = []  # every scancel tried, failed or not
+        self.released: list[str] = []  # queued successors released (scontrol update StartTime=now)
         self.broken = True
 
     def submit(
@@ -73,7 +78,8 @@ class FakeSlurm:
         self.set(job_id, JobState.CANCELLED, self.jobs[job_id][1])
 
     def set_start_time(self, job_ids: Sequence[str], from_now_s: int) -> None:
-        pass  # the hold: nothing to see here
+        if from_now_s <= 0:
+            self.released.extend(job_ids)
 
     def update_excluded_nodes(self, job_id: str, nodes: str) -> None:
         self.args[job_id].append(f"--exclude={nodes}")
@@ -98,13 +104,7 @@ def _run(
     return stop, thread
 
 
-def test_a_resuming_monitor_cancels_a_successor_left_running_on_an_excluded_node(tmp_path: Path) -> None:
-    """Monitor 1: attempt 1 (job 101, node1) fails on an Xid naming node1; the restart excludes node1
-    and finds the queued successor (job 102) already running there: it must go, and its scancel
-    fails (an event); monitor 1 submits nothing beside it meanwhile. Monitor 1 is stopped. Monitor 2 resumes the session: it does not watch job 102
-    but cancels it (scancel works now), records it cancelled, and submits the restart's attempt with
-    --exclude=node1; it cancels no other job (not that attempt, nor the successor queued behind it).
-    Before, monitor 1 submitted the restart at once, beside job 102, and monitor 2 watched job 102."""
+def _experiment(tmp_path: Path) -> Path:
     experiment = {
         "defaults": [{"slurm": "local"}, {"backend": "command"}, {"restart": "megatron_transient"}],
         "experiment": {"name": "succ", "output_dir": str(tmp_path / "out")},
@@ -115,6 +115,17 @@ def test_a_resuming_monitor_cancels_a_successor_left_running_on_an_excluded_node
     }
     path = tmp_path / "experiment.yaml"
     path.write_text(yaml.safe_dump(experiment))
+    return path
+
+
+def test_a_resuming_monitor_cancels_a_successor_left_running_on_an_excluded_node(tmp_path: Path) -> None:
+    """Monitor 1: attempt 1 (job 101, node1) fails on an Xid naming node1; the restart excludes node1
+    and finds the queued successor (job 102) already running there: it must go, and its scancel
+    fails (an event); monitor 1 submits nothing beside it meanwhile. Monitor 1 is stopped. Monitor 2 resumes the session: it does not watch job 102
+    but cancels it (scancel works now), records it cancelled, and submits the restart's attempt with
+    --exclude=node1; it cancels no other job (not that attempt, nor the successor queued behind it).
+    Before, monitor 1 submitted the restart at once, beside job 102, and monitor 2 watched job 102."""
+    path = _experiment(tmp_path)
     plans = build_plans(load_jobs(path, []), str(tmp_path))
     slurm = FakeSlurm()
     with SQLiteStore(tmp_path / "state") as store:
@@ -159,3 +170,45 @@ def test_a_resuming_monitor_cancels_a_successor_left_running_on_an_excluded_node
             stop.set()
             thread.join(DEADLINE_S)
         assert slurm.cancels == ["102", "102"]  # the one left failing, once more; nothing else
+
+
+def test_a_resuming_monitor_cancels_again_the_attempt_a_restart_left_running_behind_its_successor(
+    tmp_path: Path,
+) -> None:
+    """Monitor 1: attempt 1 (job 101) prints NCCL's error while it runs: a restart, whose scancel
+    fails; the successor (job 102, queued behind it) waits. Monitor 1 is stopped. Monitor 2 must
+    not just watch job 102 (the lowest attempt past the restart): it cancels job 101 again, then
+    the restart adopts job 102 (released, no new sbatch for it). Before, job 101 was never
+    cancelled again and ran on to its time limit."""
+    path = _experiment(tmp_path)
+    plans = build_plans(load_jobs(path, []), str(tmp_path))
+    slurm = FakeSlurm()
+    with SQLiteStore(tmp_path / "state") as store:
+        session, _ = create_session(store, plans, name="succ", config_path=str(path), now=datetime.now(UTC))
+        (job,) = store.jobs_for_session(session.id)
+        stop, thread = _run(store, session.id, tmp_path, slurm)
+        try:
+            _wait(lambda: "102" in slurm.jobs, "attempt 2 queued behind attempt 1")
+            slurm.set("101", JobState.RUNNING)
+            log = Path(log_path_for(plans[0], "101"))
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(f"{NCCL}\n")
+            failing = f"restart requested, cancel failing: {SCANCEL_ERROR}"
+            _wait(lambda: failing in [d.reason for d in store.decisions_for_job(job.id)], "the failing event")
+        finally:
+            stop.set()
+            thread.join(DEADLINE_S)
+        assert slurm.cancels == ["101"] and sorted(slurm.jobs) == ["101", "102"] and slurm.released == []
+
+        slurm.broken = False
+        stop, thread = _run(store, session.id, tmp_path, slurm)
+        try:
+            _wait(lambda: "102" in slurm.released, "attempt 2 adopted and released")
+            assert slurm.cancels == ["101", "101"]  # job 101 once more; never the successor
+            second = store.attempts_for_job(job.id)[1]
+            assert slurm.jobs["101"][0] is JobState.CANCELLED and second.executor_job_id == "102"
+            reasons = [d.reason for d in store.decisions_for_job(job.id)]
+            assert "job 101 cancelled (an earlier monitor's scancel had failed)" in reasons, reasons
+        finally:
+            stop.set()
+            thread.join(DEADLINE_S)
