@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -104,7 +105,20 @@ def _run(
     return stop, thread
 
 
-def _experiment(tmp_path: Path) -> Path:
+@contextmanager
+def _monitor(store: SQLiteStore, session_id: int, tmp_path: Path, slurm: FakeSlurm) -> Iterator[None]:
+    """A real Monitor on the session while the block runs; stopped (as by Ctrl-C) at its end."""
+    stop, thread = _run(store, session_id, tmp_path, slurm)
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(DEADLINE_S)
+
+
+def _session(store: SQLiteStore, tmp_path: Path) -> tuple[int, int, Path]:
+    """The experiment's session (a queued successor behind each attempt, never held): its id, its
+    one job's id, and where job 101's log is."""
     experiment = {
         "defaults": [{"slurm": "local"}, {"backend": "command"}, {"restart": "megatron_transient"}],
         "experiment": {"name": "succ", "output_dir": str(tmp_path / "out")},
@@ -115,60 +129,57 @@ def _experiment(tmp_path: Path) -> Path:
     }
     path = tmp_path / "experiment.yaml"
     path.write_text(yaml.safe_dump(experiment))
-    return path
+    plans = build_plans(load_jobs(path, []), str(tmp_path))
+    session, _ = create_session(store, plans, name="succ", config_path=str(path), now=datetime.now(UTC))
+    (job,) = store.jobs_for_session(session.id)
+    log = Path(log_path_for(plans[0], "101"))
+    log.parent.mkdir(parents=True, exist_ok=True)
+    return session.id, job.id, log
+
+
+def _reasons(store: SQLiteStore, job_id: int) -> list[str]:
+    return [d.reason for d in store.decisions_for_job(job_id)]
 
 
 def test_a_resuming_monitor_cancels_a_successor_left_running_on_an_excluded_node(tmp_path: Path) -> None:
     """Monitor 1: attempt 1 (job 101, node1) fails on an Xid naming node1; the restart excludes node1
     and finds the queued successor (job 102) already running there: it must go, and its scancel
-    fails (an event); monitor 1 submits nothing beside it meanwhile. Monitor 1 is stopped. Monitor 2 resumes the session: it does not watch job 102
-    but cancels it (scancel works now), records it cancelled, and submits the restart's attempt with
-    --exclude=node1; it cancels no other job (not that attempt, nor the successor queued behind it).
-    Before, monitor 1 submitted the restart at once, beside job 102, and monitor 2 watched job 102."""
-    path = _experiment(tmp_path)
-    plans = build_plans(load_jobs(path, []), str(tmp_path))
+    fails (an event); monitor 1 submits nothing beside it meanwhile. Monitor 1 is stopped. Monitor 2
+    resumes the session: it does not watch job 102 but cancels it (scancel works now), records it
+    cancelled, and submits the restart's attempt with --exclude=node1; it cancels no other job (not
+    that attempt, nor the successor queued behind it). Before, monitor 1 submitted the restart at
+    once, beside job 102, and monitor 2 watched job 102."""
     slurm = FakeSlurm()
     with SQLiteStore(tmp_path / "state") as store:
-        session, _ = create_session(store, plans, name="succ", config_path=str(path), now=datetime.now(UTC))
-        (job,) = store.jobs_for_session(session.id)
-        stop, thread = _run(store, session.id, tmp_path, slurm)
-        try:
+        session_id, job_id, log = _session(store, tmp_path)
+        with _monitor(store, session_id, tmp_path, slurm):
             _wait(lambda: "102" in slurm.jobs, "attempt 2 queued behind attempt 1")
             assert slurm.args["102"][0] == "--dependency=afternotok:101"
             slurm.set("101", JobState.RUNNING)
-            log = Path(log_path_for(plans[0], "101"))
-            log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(f"{XID}\n")
             slurm.set("102", JobState.RUNNING)  # Slurm started it when attempt 1 failed
             slurm.set("101", JobState.FAILED, code=1)
             failing = f"cancel requested, cancel failing: {SCANCEL_ERROR}"
-            _wait(lambda: failing in [d.reason for d in store.decisions_for_job(job.id)], "the failing event")
-        finally:
-            stop.set()
-            thread.join(DEADLINE_S)
-        assert slurm.cancels == ["102"] and store.attempts_for_job(job.id)[1].ended_at is None
+            _wait(lambda: failing in _reasons(store, job_id), "the failing event")
+        assert slurm.cancels == ["102"] and store.attempts_for_job(job_id)[1].ended_at is None
         assert sorted(slurm.jobs) == ["101", "102"]  # no restart beside a successor that may still run
-        restart = next(d for d in store.decisions_for_job(job.id) if d.action == "restart")
-        assert restart.attempt_id == store.attempts_for_job(job.id)[0].id
+        restart = next(d for d in store.decisions_for_job(job_id) if d.action == "restart")
+        assert restart.attempt_id == store.attempts_for_job(job_id)[0].id
 
         slurm.broken = False
-        stop, thread = _run(store, session.id, tmp_path, slurm)
-        try:
-            third = _wait(lambda: next((a for a in store.attempts_for_job(job.id)
+        with _monitor(store, session_id, tmp_path, slurm):
+            third = _wait(lambda: next((a for a in store.attempts_for_job(job_id)
                                         if a.attempt_no == 3 and a.executor_job_id), None),
                           "the restart's attempt, submitted")  # fmt: skip
-            second = store.attempts_for_job(job.id)[1]
+            second = store.attempts_for_job(job_id)[1]
             assert second.state is JobState.CANCELLED and second.ended_at is not None
             assert slurm.jobs["102"][0] is JobState.CANCELLED
             assert "--exclude=node1" in slurm.args[third.executor_job_id or ""]
-            reasons = [d.reason for d in store.decisions_for_job(job.id)]
+            reasons = _reasons(store, job_id)
             cancelled = reasons.index("job 102 cancelled (an earlier monitor's scancel had failed)")
             assert reasons[cancelled + 1] == (
                 "queued successor attempt 2 (job 102) cancelled: an earlier monitor's cancel of it had not gone through"
             )
-        finally:
-            stop.set()
-            thread.join(DEADLINE_S)
         assert slurm.cancels == ["102", "102"]  # the one left failing, once more; nothing else
 
 
@@ -180,35 +191,21 @@ def test_a_resuming_monitor_cancels_again_the_attempt_a_restart_left_running_beh
     not just watch job 102 (the lowest attempt past the restart): it cancels job 101 again, then
     the restart adopts job 102 (released, no new sbatch for it). Before, job 101 was never
     cancelled again and ran on to its time limit."""
-    path = _experiment(tmp_path)
-    plans = build_plans(load_jobs(path, []), str(tmp_path))
     slurm = FakeSlurm()
     with SQLiteStore(tmp_path / "state") as store:
-        session, _ = create_session(store, plans, name="succ", config_path=str(path), now=datetime.now(UTC))
-        (job,) = store.jobs_for_session(session.id)
-        stop, thread = _run(store, session.id, tmp_path, slurm)
-        try:
+        session_id, job_id, log = _session(store, tmp_path)
+        with _monitor(store, session_id, tmp_path, slurm):
             _wait(lambda: "102" in slurm.jobs, "attempt 2 queued behind attempt 1")
             slurm.set("101", JobState.RUNNING)
-            log = Path(log_path_for(plans[0], "101"))
-            log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(f"{NCCL}\n")
             failing = f"restart requested, cancel failing: {SCANCEL_ERROR}"
-            _wait(lambda: failing in [d.reason for d in store.decisions_for_job(job.id)], "the failing event")
-        finally:
-            stop.set()
-            thread.join(DEADLINE_S)
+            _wait(lambda: failing in _reasons(store, job_id), "the failing event")
         assert slurm.cancels == ["101"] and sorted(slurm.jobs) == ["101", "102"] and slurm.released == []
 
         slurm.broken = False
-        stop, thread = _run(store, session.id, tmp_path, slurm)
-        try:
+        with _monitor(store, session_id, tmp_path, slurm):
             _wait(lambda: "102" in slurm.released, "attempt 2 adopted and released")
             assert slurm.cancels == ["101", "101"]  # job 101 once more; never the successor
-            second = store.attempts_for_job(job.id)[1]
+            second = store.attempts_for_job(job_id)[1]
             assert slurm.jobs["101"][0] is JobState.CANCELLED and second.executor_job_id == "102"
-            reasons = [d.reason for d in store.decisions_for_job(job.id)]
-            assert "job 101 cancelled (an earlier monitor's scancel had failed)" in reasons, reasons
-        finally:
-            stop.set()
-            thread.join(DEADLINE_S)
+            assert "job 101 cancelled (an earlier monitor's scancel had failed)" in _reasons(store, job_id)
