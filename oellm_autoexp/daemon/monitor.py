@@ -524,6 +524,10 @@ class Monitor:
         """A stop: write the job's stop file and cancel its queued successor (daemon/successor.py)."""
         self._submitter.successors.drop(rt, reason, now, after_attempt_no=after_attempt_no)
 
+    def cancel_successor(self, rt: JobRuntime, successor: AttemptInfo, why: str, now: float) -> None:
+        """Cancel a queued successor of an active job (daemon/successor.py); no stop file."""
+        self._submitter.successors.cancel(rt, successor, why, now)
+
     def resubmit_after(
         self, rt: JobRuntime, after_s: float, exclude_nodes: tuple[str, ...], now: float
     ) -> None:

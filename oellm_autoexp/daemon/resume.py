@@ -4,8 +4,12 @@ A monitor may start after another died (SIGKILL, a reboot, a lost login node). F
 it finds one of four things: an intent not yet confirmed (submit: adopted by its tag if the
 job exists), a live attempt (watch it again, from where its log was consumed), an attempt that
 ended while nobody watched (judge it now, from its whole log), or a judgement recorded but
-not carried out (carry it out: the cancel and the resubmission are safe to repeat). A stopped
-job's queued successor whose scancel failed is dropped again (`cancel_left_failing`).
+not carried out (carry it out: the cancel and the resubmission are safe to repeat), also for
+the attempt a restart was decided for when its queued successor is the one watched
+(`judged_left_running`: its cancel may have failed). A queued
+successor whose scancel an earlier monitor left failing is cancelled again, never watched
+(`cancel_left_failing`): a stopped job's is dropped again; an active job's (it ran on a node the
+restart excluded) is cancelled, then the restart that waited for it is submitted.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import is_terminal
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.daemon.cancels import left_failing
-from oellm_autoexp.daemon.successor import watched_attempt
+from oellm_autoexp.daemon.successor import judged_no, unended, watched_attempt
 from oellm_autoexp.daemon.watch import JobRuntime, LiveAttempt
 
 PRIME_BLOCK_BYTES = 4 << 20  # a resumed attempt's consumed log is re-read in blocks of this size
+# Why a resumed monitor cancels an active job's successor (the dropped event's words).
+LEFT_FAILING = "an earlier monitor's cancel of it had not gone through"
 
 
 class ResumingLoop(Protocol):
@@ -53,6 +59,9 @@ class ResumingLoop(Protocol):
     def drop_successor(self, rt: JobRuntime, reason: str, now: float, *, after_attempt_no: int) -> None:
         """The job stops: its queued successor must never start."""
 
+    def cancel_successor(self, rt: JobRuntime, successor: AttemptInfo, why: str, now: float) -> None:
+        """Cancel the job's queued successor (tried again while scancel fails); the job goes on."""
+
 
 def resume(loop: ResumingLoop, runtimes: Iterable[JobRuntime], now: float) -> None:
     """Re-attach to what earlier monitors left: intents, live attempts, unjudged ends."""
@@ -65,13 +74,26 @@ def resume(loop: ResumingLoop, runtimes: Iterable[JobRuntime], now: float) -> No
                     and not cancel_left_failing(loop, rt, latest, now)):  # fmt: skip
                 loop.attach(rt, latest, now)
             continue
+        behind = judged_left_running(loop.store, rt.job.id, latest)
+        if behind is not None and carry_out_recorded(loop, rt, behind, now):
+            continue  # its restart adopts the queued successor once its cancel went through
         if latest is None or latest.intent in (Intent.ABANDONED.value, Intent.INTENDED.value):
             loop.submit(rt, now)  # adopts an unconfirmed intent found by its tag
         elif latest.executor_job_id and (latest.ended_at is None and not is_terminal(latest.state)):
-            if not carry_out_recorded(loop, rt, latest, now):
+            # A judgement or a cancel left to carry out comes first: it may end this attempt.
+            if not (carry_out_recorded(loop, rt, latest, now) or cancel_left_failing(loop, rt, latest, now)):
                 loop.attach(rt, latest, now)
         elif latest.executor_job_id:
             judge_unwatched_end(loop, rt, latest, now)
+
+
+def judged_left_running(store: SQLiteStore, job_id: int, watched: AttemptInfo | None) -> AttemptInfo | None:
+    """The attempt the job's last restart was decided for, when its end was never seen and it is
+    not the one watched: its queued successor is (daemon/successor.py `watched_attempt`), so its
+    restart's cancel, which an earlier monitor may have left failing, would never be retried."""
+    number = judged_no(store, job_id)
+    found = [a for a in unended(store, job_id) if a.attempt_no == number]
+    return found[0] if found and (watched is None or found[0].id != watched.id) else None
 
 
 def judge_unwatched_end(loop: ResumingLoop, rt: JobRuntime, attempt: AttemptInfo, now: float) -> None:
@@ -117,11 +139,21 @@ def carry_out_recorded(loop: ResumingLoop, rt: JobRuntime, attempt: AttemptInfo,
 
 
 def cancel_left_failing(loop: ResumingLoop, rt: JobRuntime, attempt: AttemptInfo, now: float) -> bool:
-    """A stopped job's queued successor whose scancel an earlier monitor left failing (no decision
-    is about it, only that event): the stop drops it again, which cancels it (daemon/successor.py)."""
+    """A queued successor whose scancel an earlier monitor left failing (no decision is about it,
+    only that event, the one persisted fact of a cancel that never completed) is cancelled again
+    instead of watched; False for any other attempt (never a cancel without that event).
+
+    A stopped job's: the stop drops it again (daemon/successor.py `drop`). An active job's was
+    cancelled because it ran on a node the restart excluded (`Successors.adopt`): cancelled again
+    (no stop file: the job goes on), then the restart's attempt is submitted, held while the
+    scancel still fails (daemon/presubmit.py)."""
     decisions = loop.store.decisions_for_job(rt.job.id)
     if not left_failing([d for d in decisions if d.attempt_id == attempt.id]):
         return False
+    if rt.job.status == JobStatus.ACTIVE.value:
+        loop.cancel_successor(rt, attempt, LEFT_FAILING, now)
+        loop.submit(rt, now)
+        return True
     acted = [d for d in decisions if d.action != DecisionAction.NONE.value]
     reason = acted[-1].reason if acted else (rt.job.status_reason or rt.job.status)
     loop.drop_successor(rt, reason, now, after_attempt_no=attempt.attempt_no - 1)

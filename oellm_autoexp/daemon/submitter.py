@@ -114,6 +114,15 @@ class Submitter:
         queued = self.successors.adopt(rt, exclude_nodes, now)
         if queued is not None:
             return queued  # Slurm starts (or started) it when its predecessor failed
+        held = self.successors.cancels.holding(job.id, now)
+        if held:
+            # The successor adopt had to cancel (it runs on a node now excluded) may still run: its
+            # scancel failed. Never a second attempt beside it; tried again at its next cancel.
+            self._say(
+                f"{job.name}: not submitting while its queued successor may still run (its scancel failed)"
+            )
+            self.schedule(job.id, min(f.retry_at_s for f in held), exclude_nodes)
+            return None
         attempt_no = self.store.next_attempt_no(job.id)
         plan = self._attempt_plan(rt, attempt_no, now)
         if plan is None:

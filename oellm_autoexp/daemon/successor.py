@@ -10,14 +10,15 @@ has not ended (`watched_attempt`); a later one not ended is its queued successor
   queued); `keep_held` pushes the hold back while this monitor runs.
 - A restart decision adopts the successor instead of submitting (`adopt`): a pending one gets
   the job's current `--exclude` list and is released (`scontrol update`); one that already runs on a node now
-  excluded is cancelled, and the restart submits afresh. One that started before this monitor
-  did is recorded as "restarted by the queued successor while unsupervised".
+  excluded is cancelled, and the restart submits afresh once that cancel went through (never
+  beside it: daemon/submitter.py). One that started before this monitor did is recorded as "restarted by the queued successor while unsupervised".
 - Any other decision (stop, completed, notify) writes the job's stop file, then cancels the
   successor (`drop`): one that Slurm starts in between exits without training. Every cancel of a
   successor goes through daemon/cancels.py: a scancel that fails is said as an event and tried
   again on the backoff of a stop's cancel until it goes through; the monitor stays until then,
   and holds that successor back no more. The event outlives the monitor: the next one cancels
-  it again (daemon/resume.py `cancel_left_failing`).
+  it again (daemon/resume.py `cancel_left_failing`), the successor of an active job too (one
+  that ran on a node a restart excluded), instead of watching it.
 """
 
 from __future__ import annotations
@@ -188,7 +189,7 @@ class Successors:
         if exclude_nodes:  # before the release: it must not start on a node now excluded
             state, nodes = self._state(rt, executor_id)
             if state is JobState.RUNNING and set(nodes) & set(exclude_nodes):
-                self._cancel(rt, successor, f"it runs on {','.join(nodes)}, now excluded", now)
+                self.cancel(rt, successor, f"it runs on {','.join(nodes)}, now excluded", now)
                 return None  # the restart submits afresh, with --exclude
             if state is JobState.PENDING:
                 self._update_excludes(rt, executor_id, exclude_nodes)
@@ -292,10 +293,11 @@ class Successors:
         write_stop_file(self.state_dir, rt.job.id, reason)
         for successor in unended(self.store, rt.job.id):
             if successor.attempt_no > after_attempt_no:
-                self._cancel(rt, successor, reason, now)
+                self.cancel(rt, successor, reason, now)
 
-    def _cancel(self, rt: JobRuntime, successor: AttemptInfo, why: str, now: float) -> None:
-        """scancel it through daemon/cancels.py; once that went through, it is recorded cancelled."""
+    def cancel(self, rt: JobRuntime, successor: AttemptInfo, why: str, now: float) -> None:
+        """scancel it through daemon/cancels.py; once that went through, it is recorded cancelled
+        (`why`: the dropped event's reason). The job's stop file is not written: `drop` does that."""
         self.cancels.cancel(
             QueuedSuccessor(rt, successor), now, then=lambda at: self._cancelled(rt, successor, why, at)
         )

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from oellm_autoexp.core.classify.exit_reports import (
     SIGNAL_CLASS,
+    class_of_field,
     decide_exception_message,
     decide_launcher_exit,
     decide_slurm_refusal,
@@ -375,7 +376,7 @@ def decide_elastic_exit(line: str) -> str | None:
 # strsignal() names (glibc) -> the class, for a worker process a signal ended. SIGBUS in a
 # DataLoader worker is shared memory running out (torch/csrc/DataLoader.cpp adds "It is
 # possible that dataloader's workers are out of shared memory"); SIGTERM is a kill from outside.
-_WORKER_SIGNAL = re.compile(r"killed by signal: (?P<name>[A-Za-z][A-Za-z -]*[A-Za-z])")
+_WORKER_SIGNAL = re.compile(r"killed by signal: (?P<value>[A-Za-z][A-Za-z -]*[A-Za-z])")
 WORKER_SIGNAL_CLASS = {
     "Killed": "killed",
     "Terminated": "killed",
@@ -388,8 +389,7 @@ WORKER_SIGNAL_CLASS = {
 
 def decide_worker_signal(line: str) -> str | None:
     """The class of torch's `DataLoader worker (pid N) is killed by signal: <strsignal>.`"""
-    m = _WORKER_SIGNAL.search(line)
-    return WORKER_SIGNAL_CLASS.get(m.group("name").strip()) if m is not None else None
+    return class_of_field(_WORKER_SIGNAL, WORKER_SIGNAL_CLASS, line)
 
 
 # fairseq's DynamicLossScaler raises FloatingPointError once the scale would go below

@@ -31,7 +31,7 @@ from oellm_autoexp.core.classify.keyword_index import (
     index_of,
     progress_entries,
 )
-from oellm_autoexp.core.classify.prefixes import rank_of, strip_prefix
+from oellm_autoexp.core.classify.prefixes import nccl_host, rank_of, strip_prefix
 from oellm_autoexp.core.classify.root_cause import first_failed_rank, root_cause
 from oellm_autoexp.core.classify.signals import PatternSet, Signal, SignalPattern, as_pattern_set
 
@@ -85,6 +85,7 @@ def _match_line(
     if any(e.fallback for e, _ in hits) and any(e.explains for e, _ in hits):
         hits = [(e, m) for e, m in hits if not e.fallback]
     text = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS]
+    host = nccl_host(body)
     signals = []
     for entry, match in hits:
         pattern = entry.pattern
@@ -112,6 +113,7 @@ def _match_line(
                 teardown_start=pattern.teardown_start,
                 blames_node=pattern.blames_node,
                 warns_of_hang=pattern.warns_of_hang,
+                nccl_host=host,
             )
         )
     return signals

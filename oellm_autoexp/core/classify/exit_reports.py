@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import signal
+from collections.abc import Mapping
 
 # What a process's death by a signal means (by signal number). SIGTERM/SIGINT/SIGABRT are
 # absent: a teardown sent by the launcher itself, or an abort whose own line says why.
@@ -47,6 +48,17 @@ def signal_number(name: str) -> int | None:
     """`SIGKILL` -> 9, or None for a name this platform does not know."""
     member = getattr(signal.Signals, name.upper(), None)
     return member.value if member is not None else None
+
+
+def class_of_field(field: re.Pattern[str], classes: Mapping[str, str], line: str) -> str | None:
+    """The class `classes` lists for the value `field` reads off `line` (its group `value`, stripped).
+
+    None when the line has no such field or the table does not list its value. A decider whose
+    whole reading is this (Slurm's job state here, a DataLoader worker's signal in blocks.py)
+    names only its regex and its table.
+    """
+    m = field.search(line)
+    return classes.get(m.group("value").strip()) if m is not None else None
 
 
 # --------------------------------------------------------------------------- launchers
@@ -154,7 +166,7 @@ def decide_worker_exception(line: str) -> str | None:
 # Names from src/common/slurm_protocol_defs.c job_state_string; FAILED and COMPLETED say nothing
 # by themselves (the job's own output says why), nor do the states of a job still queued or running.
 _SLURM_STATE = re.compile(
-    r"(?:JobState=|State: |\s)(?P<state>NODE_FAIL|BOOT_FAIL|OUT_OF_ME(?:MORY|\+)|TIMEOUT|DEADLINE|PREEMPTED"
+    r"(?:JobState=|State: |\s)(?P<value>NODE_FAIL|BOOT_FAIL|OUT_OF_ME(?:MORY|\+)|TIMEOUT|DEADLINE|PREEMPTED"
     r"|CANCELLED)(?=[\s+]|$)"
 )
 SLURM_STATE_CLASS = {
@@ -171,8 +183,7 @@ SLURM_STATE_CLASS = {
 
 def decide_slurm_state(line: str) -> str | None:
     """The class of a job state Slurm's tools report (sacct, scontrol, seff); None for the others."""
-    m = _SLURM_STATE.search(line)
-    return SLURM_STATE_CLASS.get(m.group("state")) if m is not None else None
+    return class_of_field(_SLURM_STATE, SLURM_STATE_CLASS, line)
 
 
 # --------------------------------------------------------------------------- a raised exception's message

@@ -4,7 +4,9 @@ Launcher and rank prefixes (`[rank3]:`, `[default3]:`, srun's `3: `, mpirun's
 `[1,3]<stderr>:`, DeepSpeed's `[2023-07-10 04:26:05,876] [INFO] [launch.py:318:fn] `,
 Ray's `(RayTrainWorker pid=123) `) are stripped once, before the patterns run, so
 a pattern is written for the bare line; the rank a prefix names is kept on the
-signal for blame.
+signal for blame. NCCL's own `host:pid:tid [dev] ` prefix, which the bare line may
+start with, is read here too (`nccl_host`) and its host kept on the signal; it is
+not stripped: NCCL's formats are matched with it in place.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ _PREFIX = re.compile(
     r"))+"
 )
 _TORCH_RANK = re.compile(r"\[rank(\d+)\]:")
+# NCCL's debug prefix (NVIDIA/nccl src/debug.cc: "%s:%d:%d [%d] ", host name, pid, tid, CUDA device;
+# RCCL prints the same). NCCL cuts the host name at its first dot; a dotted one is accepted all the same.
+_NCCL_PREFIX = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ")
 
 
 def strip_prefix(line: str) -> tuple[str, int | None]:
@@ -40,6 +45,13 @@ def strip_prefix(line: str) -> tuple[str, int | None]:
         return line, None
     rank = m.group("r_torch") or m.group("r_srun") or m.group("r_mpi")
     return line[m.end() :].lstrip(), int(rank) if rank is not None else None
+
+
+def nccl_host(body: str) -> str | None:
+    """The host NCCL's `host:pid:tid [dev] ` prefix names at the start of a bare line (one that
+    `strip_prefix` returned: `[rank3]: node7:3468:3905 [4] ...` names node7), else None."""
+    m = _NCCL_PREFIX.match(body)
+    return m.group("host") if m else None
 
 
 def torch_rank(line: str, groups: Mapping[str, str]) -> int | None:

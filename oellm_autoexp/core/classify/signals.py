@@ -23,6 +23,9 @@ taken down ("Sending process N closing signal SIGTERM"); it is never a cause.
 - host_or_rank: the node its match names, else the one node of a one-node
                 allocation (a host-less device fault can only be about it), else
                 the node of the rank that printed it.
+- nccl_host:    the node NCCL's `host:pid:tid [dev]` prefix of the line names
+                (Signal.nccl_host, read by core/classify/prefixes.py); a line
+                without that prefix blames no one.
 
 Patterns are validated here and compiled once, on first use: most patterns of a
 set never see a line their keywords admit, so start-up does not compile them.
@@ -46,7 +49,7 @@ with warnings.catch_warnings():
 
 Role = Literal["root", "cascade", "progress", "info"]
 # How a match singles out the node to blame (module docstring); None: it names no node.
-NodeBlame = Literal["host", "rank", "host_or_rank"]
+NodeBlame = Literal["host", "rank", "host_or_rank", "nccl_host"]
 NODE_GROUPS = ("node", "host", "hostname", "node_again")  # named regex groups that carry a node name
 # Validation context key: the regex is valid by construction, so it is not compiled to check it.
 REGEX_CHECKED = "regex_checked"
@@ -256,6 +259,9 @@ class Signal:
     teardown_start: TeardownStart | None = None  # the launcher started tearing the job down
     blames_node: NodeBlame | None = None  # its pattern's: how it singles out a node to blame
     warns_of_hang: bool = False  # its pattern's: the job is about to hang (core/watch/progress.py)
+    # The host NCCL's `host:pid:tid [dev]` prefix names: the node that printed the line
+    # (core/classify/prefixes.py nccl_host); None on a line without that prefix.
+    nccl_host: str | None = None
 
     @property
     def is_cause_candidate(self) -> bool:
@@ -288,6 +294,7 @@ class Signal:
             "teardown_start": self.teardown_start,
             "blames_node": self.blames_node,
             "warns_of_hang": self.warns_of_hang,
+            "nccl_host": self.nccl_host,
         }
 
 

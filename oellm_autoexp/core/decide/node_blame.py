@@ -11,7 +11,7 @@ user's pattern files too): the shipped ones are
   result is reproducible ...` (it exits 16 and asks to resume on a different GPU);
 - NCCL's own InfiniBand async event on a node (`<host>:<pid>:<tid> [0] ... NCCL WARN NET/IB :
   mlx5_0:1 Got non-fatal async event: port error(10)`): only the node that owns the port or HCA
-  prints it, and NCCL's prefix names that host. Never NCCL's completion errors (`Got completion
+  prints it, and NCCL's prefix names that host (Signal.nccl_host). Never NCCL's completion errors (`Got completion
   from peer ... status=12`): both ends of a broken connection print them;
 - torch's NCCL watchdog lines of a hang: the ranks the others waited on (behind the majority's
   collective, or silent while nearly every other rank printed; core/decide/straggler_blame.py),
@@ -135,7 +135,7 @@ def _from_signals(signals: Iterable[Signal], allocation: Sequence[str]) -> list[
         names = signal.blames_node  # its pattern's `blames_node` (core/classify/signals.py)
         if names is None:
             continue
-        node = None if names == "rank" else _node_of(signal.groups)
+        node = _named_node(signal)
         how = ""
         if node is None and names in ("rank", "host_or_rank"):
             rank = torch_rank(signal.line, signal.groups)
@@ -193,6 +193,13 @@ def _from_requeues(runs: Iterable[RunNodes], states: frozenset[JobState]) -> lis
         )
         for node in sorted(common)
     ]
+
+
+def _named_node(signal: Signal) -> str | None:
+    """The node the line itself names, as its pattern's `blames_node` says: a group, or NCCL's prefix."""
+    if signal.blames_node == "nccl_host":
+        return signal.nccl_host
+    return None if signal.blames_node == "rank" else _node_of(signal.groups)
 
 
 def _node_of(groups: Mapping[str, str]) -> str | None:

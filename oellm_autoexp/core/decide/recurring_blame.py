@@ -27,10 +27,8 @@ many nodes, twice.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
-from oellm_autoexp.core.classify.prefixes import strip_prefix
 from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.nameless_causes import SUSPECT_CAUSES
 from oellm_autoexp.core.decide.node_blame import (
@@ -44,21 +42,10 @@ from oellm_autoexp.core.decide.policy import RestartRecord
 
 NCCL_ERROR_TYPE = "nccl"  # the classifier's error type of NCCL's own transport errors
 WINDOW_S = 24 * 3600.0  # how far back an earlier failure's NCCL lines count (one day of restarts)
-FIRST_SIGHT_NODES = (
-    128  # from this allocation size one failure's named ends are blamed (as first_exception_at_scale)
-)
-FIRST_SIGHT_ENDS = (
-    2  # the ends of one link; more named nodes at once may be a switch: ask for a second failure
-)
-# NCCL's debug prefix (src/debug.cc: "%s:%d:%d [%d] ", host name, pid, tid, CUDA device).
-_NCCL_PREFIX = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ")
-
-
-def nccl_host(line: str) -> str | None:
-    """The host NCCL's debug prefix names on a line (after any launcher prefix), else None."""
-    bare, _ = strip_prefix(line)
-    m = _NCCL_PREFIX.match(bare)
-    return m.group("host") if m else None
+# From this allocation size one failure's named ends are blamed (as first_exception_at_scale).
+FIRST_SIGHT_NODES = 128
+# The ends of one link; more named nodes at once may be a switch: ask for a second failure.
+FIRST_SIGHT_ENDS = 2
 
 
 def network_named(signals: Iterable[Signal], allocation: Sequence[str], cause: str | None) -> tuple[str, ...]:
@@ -75,7 +62,7 @@ def network_named(signals: Iterable[Signal], allocation: Sequence[str], cause: s
     for signal in signals:
         if signal.error_type != NCCL_ERROR_TYPE:
             continue
-        host = nccl_host(signal.line)
+        host = signal.nccl_host  # the end that printed it (core/classify/prefixes.py)
         node = alloc.get(short_name(host)) if host else None
         if node is not None and node not in named:
             named.append(node)

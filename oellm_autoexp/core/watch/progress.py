@@ -219,10 +219,18 @@ def _on_checkpoint_done(state: ProgressState, now: float) -> ProgressState:
 
 def progress_limit_s(state: ProgressState, config: HangConfig) -> float:
     """How long the counter may stand still outside a save: max(k x interval, floor)."""
-    step = state.step_interval_s
-    if step is None:
-        return config.progress_floor_s
-    return max(config.progress_factor * step, config.progress_floor_s)
+    return _stepped_limit_s(state.step_interval_s, config.progress_factor, config.progress_floor_s)
+
+
+def _stepped_limit_s(step_s: float | None, factor: float, floor_s: float) -> float:
+    """max(factor x the step interval, floor); the floor alone while no interval is known."""
+    return max(factor * step_s, floor_s) if step_s else floor_s
+
+
+def _stepped_limit_text(limit: float, step_s: float | None, factor: float, floor_s: float) -> str:
+    """How `_stepped_limit_s` came to `limit`, in a verdict's words."""
+    basis = f"{factor:g} x {step_s:.1f}s step interval" if step_s else "no interval yet"
+    return f"limit {limit:.0f}s = max({basis}, floor {floor_s:.0f}s)"
 
 
 def check_hang(state: ProgressState, now: float, config: HangConfig) -> HangVerdict | None:
@@ -298,8 +306,7 @@ def _progress_verdict(
 
 def warned_limit_s(state: ProgressState, config: HangConfig) -> float:
     """How long the counter may stand still after a line that warned of a hang: max(k x interval, floor)."""
-    step = state.step_interval_s
-    return max(config.warned_factor * step, config.warned_floor_s) if step else config.warned_floor_s
+    return _stepped_limit_s(state.step_interval_s, config.warned_factor, config.warned_floor_s)
 
 
 def _warned_deadline_s(state: ProgressState, config: HangConfig) -> float | None:
@@ -314,11 +321,10 @@ def _warned_verdict(state: ProgressState, now: float, config: HangConfig) -> Han
     if deadline is None or state.warned_s is None or now <= deadline:
         return None
     waited, limit = now - state.warned_s, warned_limit_s(state, config)
-    step = state.step_interval_s
-    basis = f"{config.warned_factor:g} x {step:.1f}s step interval" if step else "no interval yet"
+    basis = _stepped_limit_text(limit, state.step_interval_s, config.warned_factor, config.warned_floor_s)
     detail = (
         f"no progress past iteration {state.iteration} for {waited:.0f}s after a line that warns of a hang "
-        f"(limit {limit:.0f}s = max({basis}, floor {config.warned_floor_s:.0f}s))"
+        f"({basis})"
     )
     return HangVerdict(HangKind.NO_PROGRESS, waited, limit, state.iteration, detail)
 
@@ -326,9 +332,7 @@ def _warned_verdict(state: ProgressState, now: float, config: HangConfig) -> Han
 def _limit_basis(state: ProgressState, limit: float, config: HangConfig) -> str:
     if state.checkpoint_since_s is not None:
         return f"limit {limit:.0f}s; checkpoint save in progress, grace {config.checkpoint_grace_s:.0f}s"
-    step = state.step_interval_s
-    basis = f"{config.progress_factor:g} x {step:.1f}s step interval" if step else "no interval yet"
-    return f"limit {limit:.0f}s = max({basis}, floor {config.progress_floor_s:.0f}s)"
+    return _stepped_limit_text(limit, state.step_interval_s, config.progress_factor, config.progress_floor_s)
 
 
 def _saving_note(state: ProgressState) -> str:

@@ -10,7 +10,7 @@ import yaml
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
 from oellm_autoexp.core.classify.classifier import classify_lines
-from oellm_autoexp.core.classify.prefixes import strip_prefix
+from oellm_autoexp.core.classify.prefixes import nccl_host, strip_prefix
 from oellm_autoexp.core.classify.root_cause import root_cause
 from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, decide, load_policy
 from oellm_autoexp.core.jobs.job_state import JobState
@@ -59,6 +59,63 @@ def test_strip_prefix_removes_launcher_prefixes_and_keeps_the_rank(
 ) -> None:
     """Rank and launcher prefixes go; the rank they name is returned; other lines are untouched."""
     assert strip_prefix(line) == (bare, rank)
+
+
+# NCCL's debug prefix (src/debug.cc "%s:%d:%d [%d] "): NVIDIA/nccl#1405's completion error.
+NCCL_COMPLETION = (
+    "{host}:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.216.210.236<54862> "
+    "with status=12 opcode=0 len=0 vendor err 129 (Recv)"
+)
+PORT_EVENT = (
+    "{host}:3468:3905 [4] transport/net_ib/common.cc:179 (ncclIbAsyncThreadMain) NCCL WARN NET/IB : "
+    "mlx5_0:1 Got non-fatal async event: port error(10)"
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "host"),
+    [
+        (NCCL_COMPLETION.format(host="node7"), "node7"),
+        (NCCL_COMPLETION.format(host="gpu-a12.cluster"), "gpu-a12.cluster"),  # a dotted name as written
+        (
+            "gpu07:1201:1377 [3] include/socket.h:194 WARN Call to recv failed : Connection reset by peer",
+            "gpu07",
+        ),
+        # not NCCL's prefix: a pid without a tid, no device, a pdsh host, an Xid line
+        ("node7:3468 [4] NCCL WARN NET/IB : port error", None),
+        ("node7:3468:3905 NCCL WARN NET/IB : port error", None),
+        ("node7: iteration 10/100", None),
+        ("gpu03 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", None),
+        # only at the start of the bare line
+        ("see node7:3468:3905 [4] NCCL WARN NET/IB : port error", None),
+    ],
+)
+def test_nccl_host_reads_the_host_of_nccl_s_own_prefix(body: str, host: str | None) -> None:
+    assert nccl_host(body) == host
+
+
+@pytest.mark.parametrize(
+    ("line", "host"),
+    [
+        (NCCL_COMPLETION.format(host="node7"), "node7"),
+        ("[rank3]: " + NCCL_COMPLETION.format(host="gpu-a12.cluster"), "gpu-a12.cluster"),
+        ("3: " + PORT_EVENT.format(host="gpu02"), "gpu02"),
+        ("[1,19]<stderr>:" + PORT_EVENT.format(host="gpu04"), "gpu04"),
+        (
+            "[rank17]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3763, remote process "
+            "exited or there was a network error, NCCL version 2.28.8",
+            None,
+        ),
+    ],
+)
+def test_a_signal_keeps_the_host_nccl_s_prefix_names_behind_any_launcher_prefix(
+    line: str, host: str | None
+) -> None:
+    """The classifier reads NCCL's prefix once, after the launcher's, and keeps its host on each signal
+    of the line (node blame and recurring blame read it there); the patterns still see the prefix."""
+    signals = classify_lines([line], PATTERNS)
+    assert signals and {s.nccl_host for s in signals} == {host}
+    assert all(s.to_dict()["nccl_host"] == host for s in signals)
 
 
 def test_pdsh_host_prefixed_exception_reaches_the_anchored_pattern() -> None:

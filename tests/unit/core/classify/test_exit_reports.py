@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+from oellm_autoexp.core.classify.blocks import decide_worker_signal
 from oellm_autoexp.core.classify.classifier import classify_lines
 from oellm_autoexp.core.classify.exit_reports import (
     decide_launcher_exit,
     decide_slurm_refusal,
+    decide_slurm_state,
     signal_class,
     signal_number,
 )
@@ -95,3 +97,36 @@ def test_a_wrapped_mpi_exit_line_is_read_from_its_second_half() -> None:
     cause = log_cause(classify_lines(["-" * 20, head, "signal 9 (Killed).", "-" * 20], patterns))
     assert cause is not None and (cause.error_type, cause.pattern) == ("killed", "mpi_exit_wrapped_signal")
     assert log_cause(classify_lines(["signal 9 (Killed).", head], patterns)) is None
+
+
+@pytest.mark.parametrize(
+    ("decider", "line", "expected"),
+    [
+        (decide_slurm_state, "123.0  python  gpu  acct  8 OUT_OF_ME+    0:125", "oom"),
+        (decide_slurm_state, "   JobState=NODE_FAIL Reason=NodeDown Dependency=(null)", "node_failure"),
+        (
+            decide_slurm_state,
+            "123  train  gpu  acct  8  FAILED  1:0",
+            None,
+        ),  # a state the table does not list
+        (decide_slurm_state, "no state on this line", None),
+        (
+            decide_worker_signal,
+            "DataLoader worker (pid 7) is killed by signal: Bus error. It is possible",
+            "oom",
+        ),
+        (
+            decide_worker_signal,
+            "DataLoader worker (pid 7) is killed by signal: Segmentation fault. ",
+            "segfault",
+        ),
+        (decide_worker_signal, "DataLoader worker (pid 7) is killed by signal: Hangup. ", None),  # not listed
+        (decide_worker_signal, "DataLoader worker (pid 7) exited unexpectedly", None),
+    ],
+)
+def test_a_field_deciders_class_is_its_value_s_row_and_none_off_the_table(
+    decider, line: str, expected
+) -> None:
+    """Slurm's job state and a DataLoader worker's signal are one field looked up in a table of its values
+    (exit_reports.class_of_field): a value the table lists gives its class, any other value or none gives None."""
+    assert decider(line) == expected

@@ -17,7 +17,6 @@ from oellm_autoexp.core.decide.recurring_blame import (
     WINDOW_S,
     blame_again,
     named_before,
-    nccl_host,
     network_named,
     recurring_blame,
 )
@@ -47,13 +46,6 @@ def patterns():
 @pytest.fixture(scope="module")
 def policy():
     return load_policy(yaml.safe_load((REPO / "config" / "restart" / "default.yaml").read_text()))
-
-
-def test_nccl_s_prefix_names_the_host_behind_any_launcher_prefix() -> None:
-    assert nccl_host(COMPLETION.format(host="node7")) == "node7"
-    assert nccl_host("[rank3]: " + COMPLETION.format(host="gpu-a12.cluster")) == "gpu-a12.cluster"
-    assert nccl_host(PEERS_ERROR) is None
-    assert nccl_host("node7: iteration 10/100") is None
 
 
 def test_an_attempt_s_nccl_network_errors_name_their_hosts_only_for_a_network_cause(patterns) -> None:

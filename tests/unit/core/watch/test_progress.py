@@ -239,8 +239,21 @@ def test_a_hang_warning_shortens_the_progress_limit_from_the_warning() -> None:
     assert check_hang(state, 80.0, WARNED) is None
     verdict = check_hang(state, 81.0, WARNED)
     assert verdict is not None and verdict.kind is HangKind.NO_PROGRESS and verdict.limit_s == 20.0
-    assert "warns of a hang" in verdict.detail and "iteration 60" in verdict.detail
+    assert verdict.detail == (
+        "no progress past iteration 60 for 21s after a line that warns of a hang "
+        "(limit 20s = max(2 x 10.0s step interval, floor 15s))"
+    )
     assert next_deadline_s(state, WARNED) == 80.0
+
+
+def test_a_warned_verdict_without_a_step_interval_says_the_floor_alone_as_the_plain_one_does() -> None:
+    """One counter advance (no interval learned yet): both limits are their floors, said alike."""
+    state = advance(replay(iterations(10.0, 1)), HangWarning(), 10.0)
+    warned = check_hang(state, 26.0, WARNED)
+    assert warned is not None and warned.limit_s == 15.0
+    assert warned.detail.endswith("warns of a hang (limit 15s = max(no interval yet, floor 15s))")
+    plain = check_hang(replay(iterations(10.0, 1)), 31.0, CONFIG)
+    assert plain is not None and plain.detail.endswith("(limit 20s = max(no interval yet, floor 20s))")
 
 
 def test_only_the_first_warning_since_an_advance_starts_the_clock_and_an_advance_ends_it() -> None:
