@@ -124,28 +124,6 @@ def decide_slurm_refusal(line: str) -> str | None:
     return None if any(t in reason for t in TRANSIENT_REFUSALS) else "config_error"
 
 
-# --------------------------------------------------------------------------- DataLoader re-raise
-
-# torch/utils/data/_utils/worker.py ExceptionWrapper.reraise: `Caught <Name> in DataLoader worker
-# process <N>.` names the worker's own exception. Its name gives the class where the name alone
-# says enough; the worker's traceback below it, when in view, says more.
-_WORKER_RERAISE = re.compile(r"Caught (?P<name>[A-Za-z_][\w.]*) in DataLoader worker process")
-WORKER_EXCEPTION_CLASS = {
-    "FileNotFoundError": "config_error",  # a data or checkpoint file that is not there, on every retry
-    "MemoryError": "oom",
-    "OutOfMemoryError": "oom",  # torch.cuda.OutOfMemoryError raised in a worker (pin memory, a GPU transform)
-    "_ArrayMemoryError": "oom",  # numpy
-}
-
-
-def decide_worker_exception(line: str) -> str | None:
-    """The class of torch's `Caught <Name> in DataLoader worker process N.`: by the name, else `exception`."""
-    m = _WORKER_RERAISE.search(line)
-    if m is None:
-        return None
-    return WORKER_EXCEPTION_CLASS.get(m.group("name").rsplit(".", 1)[-1], "exception")
-
-
 # --------------------------------------------------------------------------- Slurm job states
 
 # A job's or step's end state as Slurm's tools print it, quoted next to a log: a row of `sacct`
@@ -198,7 +176,6 @@ _NOT_THERE = re.compile(
     r"\b(?:not found|no such file|does not exist|cannot find|can't find|could not find|unable to find)\b", _I
 )
 _CHECKPOINT_SUFFIX = re.compile(r"\.(?:pt|pth|ckpt|safetensors|distcp)\b", _I)
-_EXCEPTION_HEAD = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):\s*")
 
 
 def _followed_by(first: re.Pattern[str], then: re.Pattern[str], text: str, pos: int) -> bool:
@@ -215,9 +192,3 @@ def is_checkpoint_missing(message: str, pos: int = 0) -> bool:
         or _followed_by(_CHECKPOINT_FILE, _MISSING, message, pos)  # weights/best.pt can not be found
         or _followed_by(_NOT_THERE, _CHECKPOINT_SUFFIX, message, pos)  # could not find model_best.pth.tar
     )
-
-
-def decide_exception_message(line: str) -> str:
-    """The class of a raised exception's line by its message: config_error for a missing checkpoint, else exception."""
-    head = _EXCEPTION_HEAD.match(line)
-    return "config_error" if head is not None and is_checkpoint_missing(line, head.end()) else "exception"

@@ -65,6 +65,8 @@ Decider = Literal[
     "slurm_refusal",
     "slurm_state",
     "worker_exception",
+    "cpp_exception",
+    "cpp_what",
     "xid_code",  # the Xid number the line names, looked up in the pattern's `codes` table
 ]
 
