@@ -27,12 +27,14 @@ from dataclasses import dataclass
 from oellm_autoexp.core.classify.exception_types import (
     decide_cpp_exception,
     decide_cpp_what,
+    decide_error_file_message,
     decide_exception_message,
     decide_worker_exception,
 )
 from oellm_autoexp.core.classify.exit_reports import (
     SIGNAL_CLASS,
     decide_launcher_exit,
+    decide_signal_words,
     decide_slurm_refusal,
     decide_slurm_state,
 )
@@ -426,6 +428,8 @@ DECIDERS = {
     "worker_exception": decide_worker_exception,
     "cpp_exception": decide_cpp_exception,
     "cpp_what": decide_cpp_what,
+    "error_file_message": decide_error_file_message,
+    "signal_words": decide_signal_words,
 }
 
 

@@ -209,14 +209,18 @@ def decide_exception_message(line: str) -> str:
     return raised_class(m.group("name"), m.group("message") or "")
 
 
-# torch/utils/data/_utils/worker.py ExceptionWrapper.reraise: `Caught <Name> in DataLoader worker
-# process <N>.` names the worker's own exception; its class decides where it says enough (the worker's
-# traceback below it, when in view, says more).
-_WORKER_RERAISE = re.compile(r"Caught (?P<name>[A-Za-z_][\w.]*) in DataLoader worker process")
+# torch/_utils.py ExceptionWrapper.reraise: `Caught <Name> <where>.` names the exception a DataLoader
+# worker (`in DataLoader worker process 3`), a DataParallel replica (`in replica 1 on device 1`) or the
+# pin-memory thread (`in pin memory thread for device 0`) raised; its class decides where it says enough
+# (the original traceback below it, when in view, says more).
+_WORKER_RERAISE = re.compile(
+    r"Caught (?P<name>[A-Za-z_][\w.]*) in (?:DataLoader worker process|replica \d+ on device|pin memory thread)"
+)
 
 
 def decide_worker_exception(line: str) -> str | None:
-    """The class of torch's `Caught <Name> in DataLoader worker process N.`: by the name, else `exception`."""
+    """The class of torch's `Caught <Name> in DataLoader worker process N.` (or a replica, the pin-memory
+    thread): by the name, else `exception`."""
     m = _WORKER_RERAISE.search(line)
     if m is None:
         return None
@@ -246,3 +250,15 @@ def decide_cpp_what(line: str) -> str | None:
     if message.strip() == "std::bad_alloc":
         return "oom"
     return message_class(message)
+
+
+# torch elastic's error file as the agent logs it (torch/distributed/elastic/multiprocessing/errors/
+# error_handler.py: json.dumps of {"message": {"message": "<Name>: <message>", "extraInfo": ...}}): the
+# failed rank's own exception, one field of the block.
+_ERROR_FILE_MESSAGE = re.compile(r'"message": "(?P<raised>[^"]*)"')
+
+
+def decide_error_file_message(line: str) -> str | None:
+    """The class of an elastic error file's `"message": "<Name>: <message>"` field, as a raised exception."""
+    m = _ERROR_FILE_MESSAGE.search(line)
+    return decide_exception_message(m.group("raised")) if m is not None else None

@@ -192,3 +192,38 @@ def is_checkpoint_missing(message: str, pos: int = 0) -> bool:
         or _followed_by(_CHECKPOINT_FILE, _MISSING, message, pos)  # weights/best.pt can not be found
         or _followed_by(_NOT_THERE, _CHECKPOINT_SUFFIX, message, pos)  # could not find model_best.pth.tar
     )
+
+
+# --------------------------------------------------------------------------- a signal, in any program's words
+
+# strsignal() (glibc), as programs print the signal that ended a process (`Killed`, `Segmentation fault`)
+STRSIGNAL_CLASS = {
+    "killed": "killed",
+    "segmentation fault": "segfault",
+    "bus error": "segfault",
+    "floating point exception": "segfault",
+    "illegal instruction": "segfault",
+}
+# `killed by signal 9`, `terminated with signal SIGKILL`, `exited due to signal 11 (Segmentation fault)`,
+# `received signal SIGSEGV`, Go's exec `signal: killed`: whoever prints it, the signal is the fact.
+_SIGNAL_WORDS = re.compile(
+    r"\b(?:killed|terminated|exited|died|ended|stopped|crashed) (?:by|with|on|due to|from) (?:the )?signal:? ?"
+    r"(?:(?P<num>\d+)|(?P<name>SIG[A-Z0-9]+)|(?P<text>[A-Za-z][a-z]+(?: [a-z]+)*))"
+    r"|\b[Rr]eceived (?:signal (?:(?P<num2>\d+)|(?P<name2>SIG[A-Z0-9]+))|(?P<name3>SIG[A-Z0-9]+))"
+    r"|\bsignal: (?P<text2>killed|segmentation fault|bus error|illegal instruction|floating point exception)\b"
+)
+
+
+def decide_signal_words(line: str) -> str | None:
+    """The class of the signal a line says ended (or hit) a process, by number, SIG name or strsignal text."""
+    m = _SIGNAL_WORDS.search(line)
+    if m is None:
+        return None
+    number = m.group("num") or m.group("num2")
+    if number is not None:
+        return signal_class(int(number))
+    name = m.group("name") or m.group("name2") or m.group("name3")
+    if name is not None:
+        return signal_class(signal_number(name))
+    text = (m.group("text") or m.group("text2") or "").lower()
+    return STRSIGNAL_CLASS.get(text)

@@ -67,6 +67,8 @@ Decider = Literal[
     "worker_exception",
     "cpp_exception",
     "cpp_what",
+    "error_file_message",
+    "signal_words",
     "xid_code",  # the Xid number the line names, looked up in the pattern's `codes` table
 ]
 

@@ -127,7 +127,7 @@ def test_every_cpp_exception_type_reads_as_listed(type_name: str, expected: str)
         # the class's own reading wins over words in its message
         (["FileNotFoundError: [Errno 2] No such file or directory: 'nan_stats.json'"], "config_error"),
         # ... and no reading at all where no exception was raised
-        (["UserWarning: loss is nan, skipping this batch"], None),
+        (["UserWarning: input contains nan values, they are masked"], None),
         (["WARNING FileNotFoundError: optional cache missing, rebuilding"], None),
         (["2024-05-01 10:00:00 WARNING FileNotFoundError: optional cache missing, rebuilding"], None),
         (["loss is nan-free, no error"], None),
