@@ -34,6 +34,7 @@ from oellm_autoexp.core.classify.exception_types import (
 from oellm_autoexp.core.classify.exit_reports import (
     SIGNAL_CLASS,
     decide_launcher_exit,
+    decide_shell_status,
     decide_signal_words,
     decide_slurm_refusal,
     decide_slurm_state,
@@ -430,6 +431,7 @@ DECIDERS = {
     "cpp_what": decide_cpp_what,
     "error_file_message": decide_error_file_message,
     "signal_words": decide_signal_words,
+    "shell_status": decide_shell_status,
 }
 
 

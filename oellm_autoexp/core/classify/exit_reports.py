@@ -227,3 +227,17 @@ def decide_signal_words(line: str) -> str | None:
         return signal_class(signal_number(name))
     text = (m.group("text") or m.group("text2") or "").lower()
     return STRSIGNAL_CLASS.get(text)
+
+
+_SHELL_STATUS = re.compile(
+    r"(?:[Ee]xit(?:ed)? (?:with )?(?:code|status)|exit code|returned non-zero exit status|Exit Code)[:=]?\s*(?P<code>\d+)"
+)
+
+
+def decide_shell_status(line: str) -> str | None:
+    """The class of a 128+N exit status a shell or a container runtime reports: the signal N's, else None."""
+    m = _SHELL_STATUS.search(line)
+    if m is None:
+        return None
+    code = int(m.group("code"))
+    return signal_class(code - SHELL_SIGNAL_BASE) if code > SHELL_SIGNAL_BASE else None

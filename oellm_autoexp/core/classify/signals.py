@@ -69,6 +69,7 @@ Decider = Literal[
     "cpp_what",
     "error_file_message",
     "signal_words",
+    "shell_status",
     "xid_code",  # the Xid number the line names, looked up in the pattern's `codes` table
 ]
 

@@ -122,6 +122,19 @@ CASES = [
         "Search for `cudaErrorInvalidDevice' in https://docs.nvidia.com/cuda/ for more information.",
         "config_error",
     ),
+    # a 128+N status in any tool's words: the signal N decides; SIGTERM's 143 says nothing
+    ("Process exited with exit code 137", "killed"),
+    ("    Exit Code:    139", "segfault"),
+    ("CalledProcessError: Command 'x' returned non-zero exit status 143.", "exception"),
+    ("step 12 took 137 s, exit code 0", None),
+    # the kernel's report of a fault signal that killed a process
+    (
+        "[ 8123.220567] python[40213]: segfault at 0 ip 00007f3a1c2b4e10 sp 00007ffd2b1a7c80 error 4 in libc.so.6",
+        "segfault",
+    ),
+    # an ssh-based launcher that cannot reach a node
+    ("ssh: connect to host gpu12 port 22: No route to host", "node_failure"),
+    ("gpu12: ssh exited with exit code 255", "node_failure"),
     # NCCL's results: an invalid argument or usage is configuration, a system error NCCL's
     ("RuntimeError: NCCL Error 5: invalid usage", "config_error"),
     (
