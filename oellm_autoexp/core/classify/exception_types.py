@@ -155,6 +155,21 @@ _MEMORY = re.compile(
 )
 
 
+# A catch-all class whose message states a rule the configuration broke (`tensor_model_parallel_size must be
+# a divisor of ...`, `fp8 is not supported on this GPU`, `invalid choice: 'adamw8'`, `unknown model type
+# 'gpt5'`): the checks a trainer runs on its arguments at set-up, the same on every retry. Not a message that
+# only reports what it found (`Expected input batch_size (1324) to match target batch_size (0)`, `too many
+# values to unpack`): that is the code's own bug, an exception.
+_CONFIG_RULE = re.compile(
+    r"\b(?:must|should) be\b|\bis not supported\b|\bare not supported\b|\bnot supported (?:with|when|for|on|in|by)\b"
+    r"|\bunsupported (?:value|option|argument|model|config|configuration|dtype|backend)\b"
+    r"|\binvalid (?:value|choice|option|argument|configuration|config|combination)\b"
+    r"|\bunknown (?:model|argument|option|config|configuration|parameter|dataset)\b"
+    r"|\bunrecognized (?:arguments?|option|model|config)\b",
+    re.IGNORECASE,
+)
+
+
 def exception_class(name: str) -> str | None:
     """The class a raised exception's class name names by itself (dotted or not), or None."""
     return EXCEPTION_CLASS.get(name.rsplit(".", 1)[-1])
@@ -164,7 +179,7 @@ def message_class(message: str) -> str | None:
     """What a raised exception's message says by itself, or None.
 
     In this order: a missing checkpoint (configuration), an errno, a signal that ended a child
-    process, memory words, non-finite numbers.
+    process, memory words, non-finite numbers, a configuration rule the message states.
     """
     if is_checkpoint_missing(message):
         return "config_error"
@@ -178,6 +193,8 @@ def message_class(message: str) -> str | None:
         return "oom"
     if _NON_FINITE.search(message) is not None:
         return "numerical_instability"
+    if _CONFIG_RULE.search(message) is not None:
+        return "config_error"
     return None
 
 

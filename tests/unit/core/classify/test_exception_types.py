@@ -124,6 +124,12 @@ def test_every_cpp_exception_type_reads_as_listed(type_name: str, expected: str)
             ],
             "oom",
         ),
+        # a configuration rule the message states; a message that only reports what it found is the code's bug
+        (["ValueError: tensor_model_parallel_size must be a divisor of 12"], "config_error"),
+        (["AssertionError: fp8 is not supported on this GPU"], "config_error"),
+        (["ValueError: unknown model type 'gpt5'"], "config_error"),
+        (["ValueError: Expected input batch_size (1324) to match target batch_size (0)."], "exception"),
+        (["ValueError: too many values to unpack (expected 2)"], "exception"),
         # the class's own reading wins over words in its message
         (["FileNotFoundError: [Errno 2] No such file or directory: 'nan_stats.json'"], "config_error"),
         # ... and no reading at all where no exception was raised
