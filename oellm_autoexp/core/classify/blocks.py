@@ -24,14 +24,21 @@ import signal
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from oellm_autoexp.core.classify.exception_types import (
+    decide_cpp_exception,
+    decide_cpp_what,
+    decide_error_file_message,
+    decide_exception_message,
+    decide_worker_exception,
+)
 from oellm_autoexp.core.classify.exit_reports import (
     SIGNAL_CLASS,
     class_of_field,
-    decide_exception_message,
     decide_launcher_exit,
+    decide_shell_status,
+    decide_signal_words,
     decide_slurm_refusal,
     decide_slurm_state,
-    decide_worker_exception,
 )
 from oellm_autoexp.core.classify.signals import Role, SignalPattern
 
@@ -420,6 +427,11 @@ DECIDERS = {
     "exception_message": decide_exception_message,
     "slurm_state": decide_slurm_state,
     "worker_exception": decide_worker_exception,
+    "cpp_exception": decide_cpp_exception,
+    "cpp_what": decide_cpp_what,
+    "error_file_message": decide_error_file_message,
+    "signal_words": decide_signal_words,
+    "shell_status": decide_shell_status,
 }
 
 

@@ -168,7 +168,14 @@ def format_regex(fmt: str, groups: list[str] | tuple[str, ...] = ()) -> str:
         parts.append(f"(?P<{name}>{body})" if name != "-" else f"(?:{body})")
         index += 1
     parts.append(re.escape(fmt[pos:]))
+    if pos < len(fmt) and _WORD_END.search(fmt):
+        # A format that ends in a word (an enum name: `cudaErrorInvalidDevice`) matches that whole word,
+        # not the start of a longer one (`cudaErrorInvalidDevicePointer`, another error).
+        parts.append(r"(?=[^A-Za-z0-9_]|$)")
     return "".join(parts)
+
+
+_WORD_END = re.compile(r"[A-Za-z0-9_]$")
 
 
 def literal_runs(fmt: str) -> list[str]:

@@ -136,28 +136,6 @@ def decide_slurm_refusal(line: str) -> str | None:
     return None if any(t in reason for t in TRANSIENT_REFUSALS) else "config_error"
 
 
-# --------------------------------------------------------------------------- DataLoader re-raise
-
-# torch/utils/data/_utils/worker.py ExceptionWrapper.reraise: `Caught <Name> in DataLoader worker
-# process <N>.` names the worker's own exception. Its name gives the class where the name alone
-# says enough; the worker's traceback below it, when in view, says more.
-_WORKER_RERAISE = re.compile(r"Caught (?P<name>[A-Za-z_][\w.]*) in DataLoader worker process")
-WORKER_EXCEPTION_CLASS = {
-    "FileNotFoundError": "config_error",  # a data or checkpoint file that is not there, on every retry
-    "MemoryError": "oom",
-    "OutOfMemoryError": "oom",  # torch.cuda.OutOfMemoryError raised in a worker (pin memory, a GPU transform)
-    "_ArrayMemoryError": "oom",  # numpy
-}
-
-
-def decide_worker_exception(line: str) -> str | None:
-    """The class of torch's `Caught <Name> in DataLoader worker process N.`: by the name, else `exception`."""
-    m = _WORKER_RERAISE.search(line)
-    if m is None:
-        return None
-    return WORKER_EXCEPTION_CLASS.get(m.group("name").rsplit(".", 1)[-1], "exception")
-
-
 # --------------------------------------------------------------------------- Slurm job states
 
 # A job's or step's end state as Slurm's tools print it, quoted next to a log: a row of `sacct`
@@ -209,7 +187,6 @@ _NOT_THERE = re.compile(
     r"\b(?:not found|no such file|does not exist|cannot find|can't find|could not find|unable to find)\b", _I
 )
 _CHECKPOINT_SUFFIX = re.compile(r"\.(?:pt|pth|ckpt|safetensors|distcp)\b", _I)
-_EXCEPTION_HEAD = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):\s*")
 
 
 def _followed_by(first: re.Pattern[str], then: re.Pattern[str], text: str, pos: int) -> bool:
@@ -228,7 +205,50 @@ def is_checkpoint_missing(message: str, pos: int = 0) -> bool:
     )
 
 
-def decide_exception_message(line: str) -> str:
-    """The class of a raised exception's line by its message: config_error for a missing checkpoint, else exception."""
-    head = _EXCEPTION_HEAD.match(line)
-    return "config_error" if head is not None and is_checkpoint_missing(line, head.end()) else "exception"
+# --------------------------------------------------------------------------- a signal, in any program's words
+
+# strsignal() (glibc), as programs print the signal that ended a process (`Killed`, `Segmentation fault`)
+STRSIGNAL_CLASS = {
+    "killed": "killed",
+    "segmentation fault": "segfault",
+    "bus error": "segfault",
+    "floating point exception": "segfault",
+    "illegal instruction": "segfault",
+}
+# `killed by signal 9`, `terminated with signal SIGKILL`, `exited due to signal 11 (Segmentation fault)`,
+# `received signal SIGSEGV`, Go's exec `signal: killed`: whoever prints it, the signal is the fact.
+_SIGNAL_WORDS = re.compile(
+    r"\b(?:killed|terminated|exited|died|ended|stopped|crashed) (?:by|with|on|due to|from) (?:the )?signal:? ?"
+    r"(?:(?P<num>\d+)|(?P<name>SIG[A-Z0-9]+)|(?P<text>[A-Za-z][a-z]+(?: [a-z]+)*))"
+    r"|\b[Rr]eceived (?:signal (?:(?P<num2>\d+)|(?P<name2>SIG[A-Z0-9]+))|(?P<name3>SIG[A-Z0-9]+))"
+    r"|\bsignal: (?P<text2>killed|segmentation fault|bus error|illegal instruction|floating point exception)\b"
+)
+
+
+def decide_signal_words(line: str) -> str | None:
+    """The class of the signal a line says ended (or hit) a process, by number, SIG name or strsignal text."""
+    m = _SIGNAL_WORDS.search(line)
+    if m is None:
+        return None
+    number = m.group("num") or m.group("num2")
+    if number is not None:
+        return signal_class(int(number))
+    name = m.group("name") or m.group("name2") or m.group("name3")
+    if name is not None:
+        return signal_class(signal_number(name))
+    text = (m.group("text") or m.group("text2") or "").lower()
+    return STRSIGNAL_CLASS.get(text)
+
+
+_SHELL_STATUS = re.compile(
+    r"(?:[Ee]xit(?:ed)? (?:with )?(?:code|status)|exit code|returned non-zero exit status|Exit Code)[:=]?\s*(?P<code>\d+)"
+)
+
+
+def decide_shell_status(line: str) -> str | None:
+    """The class of a 128+N exit status a shell or a container runtime reports: the signal N's, else None."""
+    m = _SHELL_STATUS.search(line)
+    if m is None:
+        return None
+    code = int(m.group("code"))
+    return signal_class(code - SHELL_SIGNAL_BASE) if code > SHELL_SIGNAL_BASE else None

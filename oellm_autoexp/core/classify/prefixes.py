@@ -19,9 +19,15 @@ from collections.abc import Mapping
 #   `3: ` (srun --label), `[1,3]<stderr>:` (mpirun --tag-output: job, rank),
 #   `[2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] ` (DeepSpeed),
 #   `(RayTrainWorker pid=123) ` / `(pid=123, ip=10.0.0.1) ` (Ray actors and tasks),
-#   `gpu004: ` (pdsh, DeepSpeed's multi-node runner: a lower-case host name with a digit).
+#   `gpu004: ` (pdsh, DeepSpeed's multi-node runner: a lower-case host name with a digit),
+#   a time stamp that a log collector or terminal put before the line (CI runners and `kubectl logs
+#   --timestamps`: `2023-11-20T16:03:25.1234567Z `; `2019-02-21 16:43:26.973428: `; `[2024-08-20
+#   01:49:18,235] `; syslog's `Nov 20 16:03:25 `; dmesg's `[  402.306487] ` and `[Wed Jan 27 23:04:35
+#   2021] `). A log level after the stamp stays: `WARNING FileNotFoundError: ...` is not a raised
+#   exception's line, and the anchored patterns must not read it as one.
 # The rank groups are r_torch, r_srun and r_mpi; the process's own `[rankN]:` wins over the
 # launcher's task number (srun, mpirun).
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _PREFIX = re.compile(
     r"(?:\s*(?:"
     r"\[(?:rank|default)(?P<r_torch>\d+)\]:"
@@ -30,6 +36,10 @@ _PREFIX = re.compile(
     r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+\] \[[A-Z]+\] \[[\w.]+:\d+:[\w<>]+\] ?"
     r"|\((?:[\w.:<>-]+ )?pid=\d+(?:, ip=[\d.]+)?\) "
     r"|[a-z][a-z0-9-]*\d[a-z0-9.-]*: "
+    r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:? "
+    rf"|\[?{_MONTH} [ \d]\d \d\d:\d\d:\d\d\]? "
+    r"|\[\s*\d+\.\d+\] "
+    rf"|\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) {_MONTH} [ \d]\d \d\d:\d\d:\d\d \d{{4}}\] "
     r"))+"
 )
 _TORCH_RANK = re.compile(r"\[rank(\d+)\]:")

@@ -68,6 +68,11 @@ Decider = Literal[
     "slurm_refusal",
     "slurm_state",
     "worker_exception",
+    "cpp_exception",
+    "cpp_what",
+    "error_file_message",
+    "signal_words",
+    "shell_status",
     "xid_code",  # the Xid number the line names, looked up in the pattern's `codes` table
 ]
 

@@ -39,11 +39,23 @@ RESTART = REPO / "config" / "restart"
         ),
         ('(RayTrainWorker pid=2809)   File "run.py", line 728', 'File "run.py", line 728', None),
         ("(pid=19780, ip=10.0.0.1) NaN detected", "NaN detected", None),
+        # a time stamp a logger, a CI runner, syslog or dmesg put before the line goes too; a log level stays
+        (" [2026-11-22 04:00:01] iteration        5/  500000 |", "iteration        5/  500000 |", None),
+        ("2023-11-20T16:03:25.1234567Z RuntimeError: boom", "RuntimeError: boom", None),
+        ("Nov 20 16:03:25 RuntimeError: boom", "RuntimeError: boom", None),
         (
-            " [2026-11-22 04:00:01] iteration        5/  500000 |",
-            " [2026-11-22 04:00:01] iteration        5/  500000 |",
+            "2019-02-21 16:43:26.973428: E tensorflow/core/x.cc:1] boom",
+            "E tensorflow/core/x.cc:1] boom",
             None,
         ),
+        (
+            "[  402.306487] amdgpu 0000:2f:00.0: amdgpu: page fault",
+            "amdgpu 0000:2f:00.0: amdgpu: page fault",
+            None,
+        ),
+        ("[Wed Jan 27 23:04:35 2021] NVRM: Xid (PCI:0000:3b:00): 79", "NVRM: Xid (PCI:0000:3b:00): 79", None),
+        ("[2024-08-20 01:49:18,235] WARNING boom", "WARNING boom", None),
+        ("[rank2]: 2024-01-01 10:00:00 FileNotFoundError: x", "FileNotFoundError: x", 2),
         ("05:54:36 Sending processes 15", "05:54:36 Sending processes 15", None),
         ("gpu004: RuntimeError: [14] is setting up", "RuntimeError: [14] is setting up", None),
         (

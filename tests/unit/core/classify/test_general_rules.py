@@ -95,6 +95,53 @@ CASES = [
         "srun: error: Unable to create step for job 1234: Requested node configuration is not available",
         "config_error",
     ),
+    # a signal that ended a process, in any program's words: the signal decides; a teardown signal says nothing
+    ("worker 3 was killed by signal 9", "killed"),
+    ("child process exited due to signal 11 (Segmentation fault)", "segfault"),
+    ("[job 12] ended with signal SIGBUS", "segfault"),
+    ("exit status 1: signal: killed", "killed"),
+    ("received signal SIGTERM, saving a checkpoint and exiting", None),
+    # an abort with no line saying why, memory in words no allocator pattern has
+    ("Aborted (core dumped)", "segfault"),
+    ("terminate called without an active exception", "segfault"),
+    ("Aborted 3 stale requests", None),
+    ("fork failed: Cannot allocate memory", "oom"),
+    ("    Reason:       OOMKilled", "oom"),
+    # a NaN/Inf loss in any trainer's spelling; not a word that only starts with it
+    ("train_loss=nan", "numerical_instability"),
+    ("Epoch 3 | Loss: NaN | lr 1e-4", "numerical_instability"),
+    ("step 10 {'loss': tensor(nan, device='cuda:0')}", "numerical_instability"),
+    ("loss is nan-free, no error", None),
+    ("loss scale: 65536.0 | grad norm: inf", None),
+    # a catalog's enum name is the whole name: cudaErrorInvalidDevicePointer is not cudaErrorInvalidDevice
+    (
+        "Search for `cudaErrorInvalidDevicePointer' in https://docs.nvidia.com/cuda/ for more information.",
+        "cuda_error",
+    ),
+    (
+        "Search for `cudaErrorInvalidDevice' in https://docs.nvidia.com/cuda/ for more information.",
+        "config_error",
+    ),
+    # a 128+N status in any tool's words: the signal N decides; SIGTERM's 143 says nothing
+    ("Process exited with exit code 137", "killed"),
+    ("    Exit Code:    139", "segfault"),
+    ("CalledProcessError: Command 'x' returned non-zero exit status 143.", "exception"),
+    ("step 12 took 137 s, exit code 0", None),
+    # the kernel's report of a fault signal that killed a process
+    (
+        "[ 8123.220567] python[40213]: segfault at 0 ip 00007f3a1c2b4e10 sp 00007ffd2b1a7c80 error 4 in libc.so.6",
+        "segfault",
+    ),
+    # an ssh-based launcher that cannot reach a node
+    ("ssh: connect to host gpu12 port 22: No route to host", "node_failure"),
+    ("gpu12: ssh exited with exit code 255", "node_failure"),
+    # NCCL's results: an invalid argument or usage is configuration, a system error NCCL's
+    ("RuntimeError: NCCL Error 5: invalid usage", "config_error"),
+    (
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, invalid argument",
+        "config_error",
+    ),
+    ("RuntimeError: NCCL error: unhandled system error", "nccl"),
 ]
 
 
@@ -103,3 +150,26 @@ def test_a_line_reads_as_its_class(line: str, expected: str | None) -> None:
     """The line alone gives the listed class as the log's cause (None: no cause, a healthy line)."""
     cause = log_cause(classify_lines([line], PATTERNS))
     assert (cause.error_type if cause is not None else None) == expected, cause
+
+
+FALLBACK_CASES = [
+    # a fatal shape is the cause only when nothing else is: a peer's watchdog timeout (a cascade) wins
+    (
+        [
+            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, "
+            "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600017 milliseconds before timing out.",
+            "Aborted (core dumped)",
+        ],
+        "nccl_timeout",
+    ),
+    # ... and a raised exception (a root) wins over an abort or a signal after it
+    (["RuntimeError: the thing went wrong", "Aborted (core dumped)"], "exception"),
+    (["ValueError: bad shape", "worker 0 killed by signal 9"], "exception"),
+]
+
+
+@pytest.mark.parametrize(("lines", "expected"), FALLBACK_CASES)
+def test_a_fatal_shape_never_hides_a_cause(lines: list[str], expected: str) -> None:
+    """The fatal shapes are the weakest reading: any root, and any other cascade, is the cause before them."""
+    cause = log_cause(classify_lines(lines, PATTERNS))
+    assert cause is not None and cause.error_type == expected, cause
