@@ -66,9 +66,9 @@ class HangConfig(BaseModel):
     # 1 h: saving a large model's distributed checkpoint to a parallel filesystem takes tens of minutes.
     checkpoint_grace_s: float = Field(default=3600.0, gt=0)
     # 1 h: checkpoint loading, dataset index building and compilation before iteration 1. The ceiling,
-    # and the limit of a job's first attempt and first restart (core/watch/startup.py).
+    # and the limit of a job's first attempt (core/watch/startup.py).
     startup_timeout_s: float = Field(default=3600.0, gt=0)
-    # A later restart may take this many times the slowest of the job's recent restarts' start-ups: 2.
+    # A restart may take this many times the slowest of the job's recent start-ups: 2.
     # A job's restarts repeat the same launch, NCCL init and checkpoint load; even eight times the job
     # size stays under 2x (ByteRobust Table 7: a requeue takes 454 s on 2,048 GPUs, 768 s on 16,384).
     startup_factor: float = Field(default=2.0, gt=0)
