@@ -57,3 +57,11 @@ fi
     assert second.started_at is not None and second.ended_at is not None
     # Cancelled at the learned limit (plus a poll or two), not at the ceiling.
     assert (second.ended_at - second.started_at).total_seconds() < limit_s + 15
+    # `autoexp replay --session` reads the same start-ups from the store: the same limit, the same decision.
+    replayed = autoexp.cli("replay", "--session", "1", "mon")
+    assert replayed.returncode == 0, replayed.stderr
+    assert (
+        f"(startup limit {limit_s:.0f}s: 2 x this job's slowest start-up of {startup_s:.0f}s)"
+        in replayed.stdout
+    )
+    assert replayed.stdout.count("the same decisions at the same offsets") == 3, replayed.stdout
