@@ -9,7 +9,8 @@ each setting's published save and restart costs) ONE fault sequence is drawn and
 every policy: ours with the shipped Megatron default (`restart=megatron_transient`, what
 `autoexp replay` uses) and with `restart=fleet`, each also with the pre-flight check (60 s per
 attempt; catching gpu_hw, and with the pairwise check network_link too; and only on suspicion,
-`preflight: on_suspicion`; and with exclusions as before #29, a fixed 24 h), upstream's production
+`preflight: on_suspicion`; and with exclusions as before #29, a fixed 24 h), the shipped default
+without its learned start-up limit (1 h for every attempt, as before), upstream's production
 policy (prod branch) and its main branch, no supervisor, the oracle (human at once) and the
 paged oracle (its human answers pages as ours does). The baseline is measured in the same run,
 on the same faults; ours, the paged oracle and upstream again on two more seeds (the draw's
@@ -59,6 +60,8 @@ OURS_AGAIN: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("autoexp_fleet_suspicion", ("restart=fleet",), {**SUSPICION}),
     # The shipped default with exclusions as before #29 (a fixed 24 h, no repair seen, no cap).
     ("autoexp_exclusions_24h", (), {"exclusion_until_repaired": False, "exclusion_ttl_h": 24}),
+    # The shipped default without the learned start-up limit (core/watch/startup.py): 1 h for every attempt.
+    ("autoexp_startup_1h", ("+monitoring.hang.startup_floor_s=3600",), {}),
 )
 # One default changed at a time, on the Llama 3 setting with restart=fleet: (label, monitor
 # overrides, simulation settings, a change to the mix).
@@ -136,6 +139,18 @@ WHAT_IFS: tuple[tuple[str, tuple[str, ...], dict[str, Any], str | None], ...] = 
     ),
     ("hang floor 1800 s", ("restart=fleet", "+monitoring.hang.progress_floor_s=1800"), {}, None),
     ("settle window 30 s instead of 5 s", ("restart=fleet", "+monitoring.fatal_settle_s=30"), {}, None),
+    (
+        "start-up limit not learned: 1 h for every attempt (as before)",
+        ("restart=fleet", "+monitoring.hang.startup_floor_s=3600"),
+        {},
+        None,
+    ),
+    (
+        "start-up limit 3 x the job's start-up instead of 2 x",
+        ("restart=fleet", "+monitoring.hang.startup_factor=3"),
+        {},
+        None,
+    ),
     ("site drains 90 % of broken nodes (50 %)", ("restart=fleet",), {"site_drains_p": 0.9}, None),
     ("checkpoint every 10 min", ("restart=fleet",), {"checkpoint_min": 10}, None),
     ("fleet with 10 restarts in a row without progress (5)", ("restart=fleet10",), {}, None),

@@ -64,6 +64,7 @@ from oellm_autoexp.daemon.resume import prime, resume
 from oellm_autoexp.daemon.scheduler import FollowUp, Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
 from oellm_autoexp.daemon.session_lock import SessionLocks
+from oellm_autoexp.daemon.startup import learn_startup, note_first_iteration
 from oellm_autoexp.daemon.strays import StrayNet
 from oellm_autoexp.daemon.submitter import Submitter
 from oellm_autoexp.daemon.successor import watched_attempt
@@ -344,6 +345,7 @@ class Monitor:
             self._by_log[log_path] = live
             if self._tailer is not None:
                 self._tailer.watch(log_path)
+        learn_startup(self.store, live)  # the start-up limit learned from the job's earlier attempts
         return live
 
     # -- polling Slurm --------------------------------------------------------------------------
@@ -440,6 +442,8 @@ class Monitor:
         self._writes.update_attempt_state(live.attempt.id, record.state, exit_code=record.exit_code, nodes=live.nodes or None,
             started_at=utc(now) if first_run else None,
         )  # fmt: skip
+        if first_run:  # a queued successor was attached while its predecessor still ran: learn again now
+            learn_startup(self.store, live)
         self._dirty = True
 
     # -- an attempt's end -----------------------------------------------------------------------
@@ -601,6 +605,7 @@ class Monitor:
     def _classify(self, live: LiveAttempt, lines: tuple[str, ...], now: float) -> None:
         had_fatal = live.view.first_fatal is not None
         signals = live.view.read(lines, now)
+        note_first_iteration(self._writes, live)  # the attempt's start-up, for its job's later attempts
         due = live.view.fatal_due_s()  # what the view says now; recording the signals changes nothing of it
         self._record_signals(live, now)
         if live.decided_early:

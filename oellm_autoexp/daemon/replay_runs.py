@@ -36,6 +36,7 @@ from oellm_autoexp.core.replay.replay import Batch, ReplayResult, ReplaySetup, S
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.verdict import Trigger
 from oellm_autoexp.daemon.session import plan_from_dict, restart_policy
+from oellm_autoexp.daemon.startup import startups
 from oellm_autoexp.daemon.watch import early_settings, past_decisions
 from oellm_autoexp.errors import UserError
 
@@ -216,13 +217,14 @@ def attempt_inputs(store: SQLiteStore, job: JobInfo, setup: ReplaySetup) -> list
         earlier = {a.id for a in attempts if a.attempt_no < attempt.attempt_no}
         past = tuple(past_decisions([d for d in decisions if d.attempt_id in earlier]))
         own = [d for d in decisions if d.attempt_id == attempt.id]
+        learned = tuple(startups(attempts, attempt.attempt_no))  # the start-up limit, as the monitor had it
         out.append(
             AttemptInput(
                 attempt=attempt,
                 batches=batches,
                 slurm=_recorded_slurm(attempt, batches),
                 recorded=[_recorded(d, reads) for d in own],
-                setup=replace(setup, past=past, attempt_no=attempt.attempt_no),
+                setup=replace(setup, past=past, attempt_no=attempt.attempt_no, startups=learned),
             )
         )
     return out

@@ -16,6 +16,7 @@ from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.replay.read_times import ReadMark
 from oellm_autoexp.core.watch.attempt_view import AttemptView, EarlySettings
 from oellm_autoexp.core.watch.evidence import Evidence
+from oellm_autoexp.core.watch.progress import StartupLimit
 from oellm_autoexp.plan.plan import JobPlan
 
 
@@ -34,9 +35,9 @@ class JobRuntime:
     def early_settings(self) -> EarlySettings:
         return early_settings(self.settings, self.in_job_restarts)
 
-    def new_view(self, log_path: str | None) -> AttemptView:
-        """An empty view of one run of an attempt's log."""
-        return AttemptView(self.patterns, source=log_path, early=self.early_settings())
+    def new_view(self, log_path: str | None, startup: StartupLimit | None = None) -> AttemptView:
+        """An empty view of one run of an attempt's log (`startup`: its learned start-up limit)."""
+        return AttemptView(self.patterns, source=log_path, early=self.early_settings(), startup=startup)
 
 
 def early_settings(settings: MonitorSettings, backend_in_job_restarts: bool = False) -> EarlySettings:
@@ -70,6 +71,9 @@ class LiveAttempt:
     unsaved_reads: list[ReadMark] = field(default_factory=list)
     read_inode: int = 0  # the log's inode at the newest read: its consumed offset belongs to it
     requeued: bool = False  # Slurm queued it again; its log not restarted since (a new run's lines follow)
+    startup_noted: bool = (
+        False  # its first iteration's time is in the store, or will never be (daemon/startup.py)
+    )
 
     @property
     def executor_id(self) -> str:
@@ -83,7 +87,7 @@ class LiveAttempt:
         and its progress clock (the time spent queued counted as a hang once it ran again).
         Its signals are in the store already.
         """
-        self.view = self.runtime.new_view(self.log_path)
+        self.view = self.runtime.new_view(self.log_path, self.view.startup)  # the job's start-ups still hold
         self.signals_recorded = 0
         self.waiting_on_fatal = False
         self.requeued = requeued

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, inspect
 
-from oellm_autoexp.adapters.store.schema import SCHEMA_VERSION
+from oellm_autoexp.adapters.store.schema import MIGRATIONS, SCHEMA_VERSION
 from oellm_autoexp.adapters.store.sqlite_store import SQLiteStore, StoreError
 
 # The schema as version 1 shipped it: no attempts.last_iteration, no log_offsets.
@@ -131,3 +132,30 @@ def test_a_database_from_a_newer_autoexp_is_refused(tmp_path: Path) -> None:
     _raw_db(tmp_path / "s", f"PRAGMA user_version = {SCHEMA_VERSION + 1};")
     with pytest.raises(StoreError, match=f"schema v{SCHEMA_VERSION + 1}, newer"):
         SQLiteStore(tmp_path / "s")
+
+
+def test_v6_database_gains_the_first_iteration_column(tmp_path: Path) -> None:
+    """A v6 file (the previous version) is upgraded to v7: attempts keep their rows, the start-up column is
+    NULL for them and writable, and the tables match a fresh database."""
+    _raw_db(tmp_path / "v6", V1_DDL + V1_ROWS)
+    engine = create_engine(f"sqlite:///{tmp_path / 'v6' / 'autoexp.db'}")
+    try:
+        with engine.begin() as conn:  # v1 -> v6 exactly as an older autoexp would have left it
+            for migrate in MIGRATIONS[:5]:
+                migrate(conn)
+            conn.exec_driver_sql("PRAGMA user_version = 6")
+    finally:
+        engine.dispose()
+    raw = sqlite3.connect(tmp_path / "v6" / "autoexp.db")
+    v6_columns = {row[1] for row in raw.execute("PRAGMA table_info(attempts)")}
+    raw.close()
+    assert "last_iteration" in v6_columns and "first_iteration_at" not in v6_columns
+    with SQLiteStore(tmp_path / "v6") as store:
+        assert store.schema_version() == 7
+        attempt = store.latest_attempt(1)
+        assert attempt is not None and attempt.first_iteration_at is None
+        at = datetime(2026, 11, 26, 3, 0, 5, tzinfo=UTC)
+        store.set_first_iteration(1, at)
+        assert store.attempts_for_job(1)[0].first_iteration_at == at
+    SQLiteStore(tmp_path / "new").close()
+    assert _schema(tmp_path / "v6" / "autoexp.db") == _schema(tmp_path / "new" / "autoexp.db")

@@ -100,6 +100,10 @@ class BufferedStore:
         self._write("set_last_iteration", partial(self.store.set_last_iteration, attempt_id, iteration),
                     attempt_id, iteration)  # fmt: skip
 
+    def set_first_iteration(self, attempt_id: int, at: datetime) -> None:
+        self._write("set_first_iteration", partial(self.store.set_first_iteration, attempt_id, at),
+                    attempt_id, at.isoformat())  # fmt: skip
+
     def record_signals(self, attempt_id: int, signals: Sequence[NewSignal]) -> None:
         self._write("record_signals", partial(self.store.record_signals, attempt_id, signals),
                     attempt_id, f"{len(signals)} signal(s)")  # fmt: skip

@@ -53,7 +53,7 @@ DEFAULT_KIND = "crash"  # Evidence.kind's default (core/watch/evidence.py; not i
 
 _ATTEMPT_COLUMNS = (
     "id, job_id, attempt_no, submit_tag, intent, executor_job_id, nodes_json, intended_at, submitted_at, "
-    "started_at, ended_at, state, exit_code, log_path, last_iteration"
+    "started_at, ended_at, state, exit_code, log_path, last_iteration, first_iteration_at"
 )
 _ATTEMPT_COLUMNS_OF_A = ", ".join(f"a.{c.strip()}" for c in _ATTEMPT_COLUMNS.split(","))
 _JOB_COLUMNS = "id, session_id, job_key, name, plan_json, status, status_reason, created_at"
@@ -384,7 +384,7 @@ def _job(r: tuple[Any, ...], counts: dict[str, int], *, with_plan: bool) -> JobI
 def _attempt(r: tuple[Any, ...]) -> AttemptInfo:
     return AttemptInfo(
         r[0], r[1], r[2], r[3], r[4], r[5], tuple(_json(r[6]) or ()), _when(r[7]),
-        _time(r[8]), _time(r[9]), _time(r[10]), JobState(r[11]), r[12], r[13], r[14],
+        _time(r[8]), _time(r[9]), _time(r[10]), JobState(r[11]), r[12], r[13], r[14], _time(r[15]),
     )  # fmt: skip
 
 

@@ -68,6 +68,7 @@ class AttemptInfo(NamedTuple):
     exit_code: int | None
     log_path: str | None
     last_iteration: int | None
+    first_iteration_at: datetime | None = None  # when its first iteration line was read (v7)
 
 
 class NewSignal(NamedTuple):
@@ -172,7 +173,7 @@ def attempt_info(r: AttemptRow) -> AttemptInfo:
     return AttemptInfo(
         r.id, r.job_id, r.attempt_no, r.submit_tag, r.intent, r.executor_job_id, tuple(r.nodes_json),
         r.intended_at, r.submitted_at, r.started_at, r.ended_at, JobState(r.state), r.exit_code,
-        r.log_path, r.last_iteration,
+        r.log_path, r.last_iteration, r.first_iteration_at,
     )  # fmt: skip
 
 

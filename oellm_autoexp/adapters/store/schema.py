@@ -128,6 +128,10 @@ class AttemptRow(Base):
     exit_code: Mapped[int | None] = mapped_column()  # process exit status once ended
     log_path: Mapped[str | None] = mapped_column(Text)  # the attempt's stdout/stderr log
     last_iteration: Mapped[int | None] = mapped_column()  # newest training iteration seen in its log (v2)
+    # When its first iteration line was read (v7): first_iteration_at - started_at is its start-up, which
+    # the job's later attempts learn their start-up limit from (core/watch/startup.py). NULL: none seen
+    # (yet), or first seen by a monitor catching up on the log, which cannot say when it was written.
+    first_iteration_at: Mapped[datetime | None] = mapped_column()
 
 
 class SignalRow(Base):
@@ -314,8 +318,15 @@ def _v5_to_v6(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE sessions ADD COLUMN monitor_left_at VARCHAR(32)")
 
 
+def _v6_to_v7(conn: Connection) -> None:
+    """v7: when each attempt's first iteration was read (its start-up, for the learned start-up limit)."""
+    conn.exec_driver_sql("ALTER TABLE attempts ADD COLUMN first_iteration_at VARCHAR(32)")
+
+
 # MIGRATIONS[i] upgrades a database from version i + 1 to version i + 2.
-MIGRATIONS: tuple[Callable[[Connection], None], ...] = (_v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6)
+MIGRATIONS: tuple[Callable[[Connection], None], ...] = (
+    _v1_to_v2, _v2_to_v3, _v3_to_v4, _v4_to_v5, _v5_to_v6, _v6_to_v7,
+)  # fmt: skip
 SCHEMA_VERSION = 1 + len(MIGRATIONS)  # vocab.SCHEMA_VERSION says the same for the sqlite3 reader
 
 

@@ -591,6 +591,10 @@ class SQLiteStore:
     def set_last_iteration(self, attempt_id: int, iteration: int) -> None:
         self._update_one(AttemptRow, attempt_id, last_iteration=iteration)
 
+    def set_first_iteration(self, attempt_id: int, at: datetime) -> None:
+        """When the attempt's first iteration line was read (its start-up ends there)."""
+        self._update_one(AttemptRow, attempt_id, first_iteration_at=at)
+
     # -- signals and decisions ------------------------------------------------------------------
 
     def record_signal(self, attempt_id: int, signal: NewSignal) -> int:

@@ -26,4 +26,4 @@ DB_FILENAME = "autoexp.db"  # in the state dir (sqlite_store.DB_FILENAME)
 
 # PRAGMA user_version of a database at this code's schema (schema.py SCHEMA_VERSION: 1 + its
 # migrations; tests/unit/adapters/store/test_reader.py keeps the two equal).
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7

@@ -5,6 +5,11 @@ Nothing here re-implements a decision. Each fault's lines go through `replay_lin
 and `judge()` on a virtual clock, exactly as `autoexp replay` runs them. That replay is cached
 per (family, variant, start-up or not, poll phase): a year of faults needs a few dozen.
 
+A strike at start-up (an attempt that never trains) is judged with the start-up limit the job's
+earlier attempts taught (core/watch/startup.py, as the monitor reads it from its attempts table):
+each attempt that trained started up in the setting's `startup_s` (the first) or `startup_s` +
+`load_s` (a restart); its replay is cached per limit as well.
+
 What the cache keeps is what does not depend on the job's past: when the verdict came, its
 `Outcome` (core/watch/outcome.py) and the nodes the evidence blames (core/decide/node_blame.py,
 against the attempt's real allocation, as the monitor passes it). What does depend on the
@@ -45,6 +50,8 @@ from oellm_autoexp.core.fleet.settings import SimSettings
 from oellm_autoexp.core.jobs.slurm_nodes import NodeEvent
 from oellm_autoexp.core.replay.replay import ReplaySetup, replay_lines
 from oellm_autoexp.core.watch.outcome import Outcome
+from oellm_autoexp.core.watch.progress import StartupLimit
+from oellm_autoexp.core.watch.startup import Startup, startup_limit
 
 PHASES = 4  # poll phases a fault can fall on (a quarter of the poll interval apart)
 EPOCH = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday: the simulated clock's zero
@@ -71,7 +78,7 @@ class Judge:
     mix: Mix
     settings: SimSettings
     names: Names = field(init=False)
-    cache: dict[tuple[str, int, bool, int], Case] = field(default_factory=dict)
+    cache: dict[tuple[str, int, bool, int, StartupLimit | None], Case] = field(default_factory=dict)
     replays: int = 0
     # Blame per (family, variant, start-up, lines read, outcome): the poll phases of one variant
     # render the same texts in the same order (only their times differ), so the same lines read
@@ -84,20 +91,29 @@ class Judge:
     def __post_init__(self) -> None:
         self.names = names_for(self.settings.nodes)
 
-    def case(self, family: str, variant: int, at_startup: bool, phase: int) -> Case:
-        key = (family, variant, at_startup, phase)
+    def case(
+        self, family: str, variant: int, at_startup: bool, phase: int, startups: tuple[Startup, ...] = ()
+    ) -> Case:
+        """`startups`: the job's earlier attempts' start-ups (they matter only to a strike at start-up)."""
+        if not at_startup or self.setup.hang is None:
+            startups = ()
+        limit = startup_limit(startups, self.setup.hang) if startups and self.setup.hang else None
+        key = (family, variant, at_startup, phase, limit)
         found = self.cache.get(key)
         if found is None:
-            found = self.cache[key] = self._replay(*key)
+            found = self.cache[key] = self._replay(family, variant, at_startup, phase, startups)
         return found
 
-    def _replay(self, family: str, variant: int, at_startup: bool, phase: int) -> Case:
+    def _replay(
+        self, family: str, variant: int, at_startup: bool, phase: int, startups: tuple[Startup, ...]
+    ) -> Case:
         self.replays += 1
+        setup = replace(self.setup, startups=startups)
         spec = PREFLIGHT_VARIANT if family == PREFLIGHT else self.mix.families[family].variants[variant]
         seen = render(spec, self.names, step_s=self.settings.step_s, at_startup=at_startup,
                       phase_s=self.setup.poll_s * phase / PHASES, ranks_per_node=self.settings.gpus_per_node,
                       layout_line=True, nccl_debug=self.settings.nodes > 1)  # fmt: skip
-        result = replay_lines(seen.lines, seen.times_s, seen.slurm, self.setup, source=f"fleet:{family}")
+        result = replay_lines(seen.lines, seen.times_s, seen.slurm, setup, source=f"fleet:{family}")
         if not result.decisions:
             return Case(seen.slurm.end_at_s - seen.fault_at_s, None, (), None, "no decision")
         last = result.decisions[-1]
@@ -144,13 +160,17 @@ class AutoexpPolicy:
     )  # per node, what Slurm would show of its repair
     lifted: int = 0  # exclusions ended before their upper bound (repaired or capped)
     peak_excluded: int = 0  # the most exclusions in force at once (what the cap has to allow)
+    # The job's attempts' start-ups, oldest first (the monitor's attempts table): the learned start-up limit.
+    startups: list[Startup] = field(default_factory=list)
+    cold_start: bool = True  # the horizon's first attempt is still running (it loaded no checkpoint)
 
     def react(self, strike: Strike, now: float, bad_nodes: frozenset[str]) -> Reaction:
         fault = strike.fault
         if strike.occurrence == 0:
             self._note_repair(fault, now)
         phase = (fault.index + strike.occurrence) % PHASES
-        case = self.judge.case(fault.family, fault.variant, strike.at_startup, phase)
+        case = self.judge.case(fault.family, fault.variant, strike.at_startup, phase, tuple(self.startups))
+        self._note_startup(strike)
         decided_at = now + case.detect_s
         if case.outcome is None:
             return Reaction(STOP, case.detect_s, why=case.replay_reason, cause=None)
@@ -196,13 +216,22 @@ class AutoexpPolicy:
             wrong_blame=sum(1 for n in blamed if n != fault.node), preflight=suspect is not None,
         )  # fmt: skip
 
+    def _note_startup(self, strike: Strike) -> None:
+        """The struck attempt's start-up, as the monitor would have written it (None: it never trained)."""
+        settings = self.judge.settings
+        if strike.at_startup:
+            self.startups.append(Startup(None))
+        else:
+            self.startups.append(Startup(settings.startup_s if self.cold_start else settings.restart_s))
+        self.cold_start = False
+
     def excluded_at(self, now: float) -> frozenset[str]:
         """The nodes still excluded at `now` (exclusions expire, or end with a repair)."""
         return frozenset(self._in_force(EPOCH + timedelta(seconds=now)).nodes)
 
     def human_took_over(self, now: float) -> None:
         # A human resubmits: a new session, so the budgets start again; exclusions stay (the store keeps them).
-        self.restarts, self.attempt, self.failures = [], 1, []
+        self.restarts, self.attempt, self.failures, self.startups = [], 1, [], []
 
     def _in_force(self, stamp: datetime) -> InForce:
         """The exclusions in force at `stamp`, as the monitor asks before a submission; the lifted

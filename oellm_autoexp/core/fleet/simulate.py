@@ -75,7 +75,7 @@ def simulate(
             "hang": setup.hang.model_dump() if setup.hang else None,
             "cases": {
                 f"{k[0]}/{k[1]}{'/startup' if k[2] else ''}": v.cause
-                for k, v in sorted(judge.cache.items())
+                for k, v in sorted(judge.cache.items(), key=lambda kv: kv[0][:4])
                 if k[3] == 0
             },
         },

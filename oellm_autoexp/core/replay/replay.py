@@ -36,6 +36,7 @@ from oellm_autoexp.core.replay.recorded_log import RecordedLog
 from oellm_autoexp.core.watch import progress
 from oellm_autoexp.core.watch.attempt_view import AttemptView, EarlySettings
 from oellm_autoexp.core.watch.progress import HangConfig
+from oellm_autoexp.core.watch.startup import Startup, startup_limit
 from oellm_autoexp.core.watch.verdict import FatalMark, Trigger, Verdict
 
 MATTERING_KEPT = 50  # signals kept for the timeline; the rest are counted
@@ -69,6 +70,9 @@ class ReplaySetup:
     poll_s: float = 10.0  # the monitor's Slurm poll interval
     past: tuple[PastDecision, ...] = ()  # the job's decisions before this attempt
     attempt_no: int = 1
+    # The start-ups of the job's attempts before this one, oldest first: the learned start-up limit
+    # (core/watch/startup.py), as the monitor gives it from its attempts table. Empty: startup_timeout_s.
+    startups: tuple[Startup, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,8 @@ class _Replay:
     ) -> None:
         self.setup, self.slurm = setup, slurm
         self.every_poll = every_poll  # run the polls at which nothing can happen too (the reference)
-        self.view = AttemptView(setup.patterns, source=source, early=setup.early)
+        startup = startup_limit(setup.startups, setup.hang) if setup.hang is not None else None
+        self.view = AttemptView(setup.patterns, source=source, early=setup.early, startup=startup)
         self.result = ReplayResult(slurm.running_at_s, slurm)
         self.next_poll = slurm.running_at_s
         self.last_tick = -math.inf
@@ -159,7 +164,7 @@ class _Replay:
             return
         bound = until_s
         if self.setup.hang is not None and not self.decided_early:
-            bound = min(bound, progress.next_deadline_s(view.tracker, self.setup.hang))
+            bound = min(bound, progress.next_deadline_s(view.tracker, self.setup.hang, view.startup))
         t, poll_s, last = self.next_poll, self.setup.poll_s, None
         while t < bound:
             last, t = t, t + poll_s
@@ -195,7 +200,7 @@ class _Replay:
         tracker = self.view.tracker
         if self.view.fatal_due_s() is not None or hang is None or tracker is None or self.done:
             return tick
-        deadline = progress.next_deadline_s(tracker, hang)
+        deadline = progress.next_deadline_s(tracker, hang, self.view.startup)
         if deadline <= tick:
             return tick
         return self.next_poll + self.setup.poll_s * math.ceil((deadline - self.next_poll) / self.setup.poll_s)

@@ -52,7 +52,7 @@ from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.watch import progress
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.outcome import OutcomeKind
-from oellm_autoexp.core.watch.progress import HangConfig, ProgressEvent, ProgressState
+from oellm_autoexp.core.watch.progress import HangConfig, ProgressEvent, ProgressState, StartupLimit
 from oellm_autoexp.core.watch.verdict import FatalMark, Trigger, Verdict
 
 DEFAULT_SETTLE_S = 5.0  # torchrun's exit summary follows the dead rank's lines within ~1-2 s
@@ -141,11 +141,16 @@ class AttemptView:
         *,
         source: str | None = None,
         early: EarlySettings | None = None,
+        startup: StartupLimit | None = None,
     ) -> None:
         # The last STEP_SAMPLES + 1 lines of a run of iteration lines keep the tracker's interval
         # samples and the log interval what reading every line would give.
         self.classifier = Classifier(patterns, source=source, progress_tail=progress.STEP_SAMPLES + 1)
         self.early = early or EarlySettings()
+        # The start-up limit learned from the job's earlier attempts (core/watch/startup.py);
+        # None: HangConfig.startup_timeout_s.
+        self.startup = startup
+        self.first_iteration_s: float | None = None  # when the first iteration line was read
         self.tracker: ProgressState | None = None  # started when first seen running (or a line is read)
         self.first_fatal: FatalMark | None = None  # the first fatal line not yet healed
         self.best_iteration: int | None = None  # the counter's high-water mark
@@ -309,6 +314,8 @@ class AttemptView:
             self._withdrawable = True
 
     def _on_iteration(self, iteration: int, now: float, *, after_gap: bool = False) -> None:
+        if self.first_iteration_s is None:
+            self.first_iteration_s = now
         if self.best_iteration is None or iteration > self.best_iteration:
             if self.best_iteration is not None and not after_gap:
                 self.log_stride = iteration - self.best_iteration
@@ -384,7 +391,7 @@ class AttemptView:
             return None
         if self.first_fatal is not None and self.early.in_job_restarts:
             return None  # the recovery window decides: the launcher may be restarting workers
-        hang = progress.check_hang(self.tracker, now, config)
+        hang = progress.check_hang(self.tracker, now, config, self.startup)
         if hang is None:
             return None
         root = self.cause(roots_only=True, now=now)

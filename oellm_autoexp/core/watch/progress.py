@@ -7,9 +7,10 @@ immutable value, `now` is float epoch seconds supplied by the caller.
 Three hang verdicts, because "no new bytes" alone is weak (a hung job whose
 launcher keeps printing `srun: error ...` lines looks alive until walltime):
 
-- `startup`: no first iteration within `startup_timeout_s` of the attempt's start.
-  Before the first iteration nothing else is judged: loading a checkpoint, building
-  dataset indices and compiling are long and silent.
+- `startup`: no first iteration within the start-up limit of the attempt's start:
+  `startup_timeout_s`, or the shorter limit learned from the job's earlier start-ups
+  (core/watch/startup.py, passed in as a `StartupLimit`). Before the first iteration nothing
+  else is judged: loading a checkpoint, building dataset indices and compiling are long and silent.
 - `no_output`: no new bytes for `no_output_timeout_s`.
 - `no_progress`: the iteration counter has not advanced for
   max(progress_factor x the learned step interval, progress_floor_s), whatever other
@@ -46,7 +47,7 @@ STEP_SAMPLES = 16  # how many recent counter intervals the step-interval median 
 
 
 class HangKind(StrEnum):
-    STARTUP = "startup"  # no first iteration within startup_timeout_s of the attempt's start
+    STARTUP = "startup"  # no first iteration within the start-up limit of the attempt's start
     NO_OUTPUT = "no_output"  # no new bytes in the log for no_output_timeout_s
     NO_PROGRESS = "no_progress"  # the iteration counter stood still past its learned limit
 
@@ -64,8 +65,17 @@ class HangConfig(BaseModel):
     progress_floor_s: float = Field(default=900.0, gt=0)
     # 1 h: saving a large model's distributed checkpoint to a parallel filesystem takes tens of minutes.
     checkpoint_grace_s: float = Field(default=3600.0, gt=0)
-    # 1 h: checkpoint loading, dataset index building and compilation before iteration 1.
+    # 1 h: checkpoint loading, dataset index building and compilation before iteration 1. The ceiling,
+    # and the limit of a job's first attempt (core/watch/startup.py).
     startup_timeout_s: float = Field(default=3600.0, gt=0)
+    # A restart may take this many times the slowest of the job's recent start-ups: 2.
+    # A job's restarts repeat the same launch, NCCL init and checkpoint load; even eight times the job
+    # size stays under 2x (ByteRobust Table 7: a requeue takes 454 s on 2,048 GPUs, 768 s on 16,384).
+    startup_factor: float = Field(default=2.0, gt=0)
+    # ... and never less than 10 min: a slow filesystem day (a metadata server under load, a checkpoint
+    # read at a tenth of its usual speed) adds minutes to a short start-up. A floor at or above
+    # startup_timeout_s turns the learned limit off.
+    startup_floor_s: float = Field(default=600.0, gt=0)
     # After a line that warns of a hang: five normal log intervals without an advance...
     warned_factor: float = Field(default=5.0, gt=0)
     # ... and at least 3 min: a link that flaps comes back within seconds (NCCL retries), while an
@@ -123,6 +133,15 @@ class HangWarning:
 
 
 ProgressEvent = Output | Iteration | CheckpointStart | CheckpointDone | HangWarning
+
+
+@dataclass(frozen=True)
+class StartupLimit:
+    """An attempt's start-up limit, and why it is that (core/watch/startup.py `startup_limit`)."""
+
+    limit_s: float
+    basis: str  # one phrase for the verdict's detail: "2 x this job's slowest start-up of 900s"
+    learned: bool = False  # False: the configured startup_timeout_s applies
 
 
 @dataclass(frozen=True)
@@ -233,14 +252,17 @@ def _stepped_limit_text(limit: float, step_s: float | None, factor: float, floor
     return f"limit {limit:.0f}s = max({basis}, floor {floor_s:.0f}s)"
 
 
-def check_hang(state: ProgressState, now: float, config: HangConfig) -> HangVerdict | None:
+def check_hang(
+    state: ProgressState, now: float, config: HangConfig, startup: StartupLimit | None = None
+) -> HangVerdict | None:
     """Return a verdict when the attempt looks hung at `now`, else None.
 
-    Before the first iteration only the startup clock counts. After it, a missing
-    output is reported before a missing advance, since it is the more specific fact.
+    Before the first iteration only the startup clock counts: `startup`'s limit, or
+    `startup_timeout_s` without one. After it, a missing output is reported before a
+    missing advance, since it is the more specific fact.
     """
     if state.iteration is None or state.progress_s is None:
-        return _startup_verdict(state, now, config)
+        return _startup_verdict(state, now, config, startup)
     return (
         _output_verdict(state, now, config)
         or _progress_verdict(state, state.progress_s, now, config)
@@ -248,7 +270,7 @@ def check_hang(state: ProgressState, now: float, config: HangConfig) -> HangVerd
     )
 
 
-def next_deadline_s(state: ProgressState, config: HangConfig) -> float:
+def next_deadline_s(state: ProgressState, config: HangConfig, startup: StartupLimit | None = None) -> float:
     """The earliest time at which `check_hang` could give a verdict, if nothing more is read.
 
     Reading more only moves it later (new output or progress restarts a clock; a save's grace
@@ -256,7 +278,7 @@ def next_deadline_s(state: ProgressState, config: HangConfig) -> float:
     up to it in one pass.
     """
     if state.iteration is None or state.progress_s is None:
-        return state.started_s + config.startup_timeout_s
+        return state.started_s + (config.startup_timeout_s if startup is None else startup.limit_s)
     output_limit, progress_since, progress_limit = (
         config.no_output_timeout_s,
         state.progress_s,
@@ -271,12 +293,16 @@ def next_deadline_s(state: ProgressState, config: HangConfig) -> float:
     return deadline if warned is None else min(deadline, warned)
 
 
-def _startup_verdict(state: ProgressState, now: float, config: HangConfig) -> HangVerdict | None:
+def _startup_verdict(
+    state: ProgressState, now: float, config: HangConfig, startup: StartupLimit | None
+) -> HangVerdict | None:
     waited = now - state.started_s
-    if waited <= config.startup_timeout_s:
+    limit = config.startup_timeout_s if startup is None else startup.limit_s
+    if waited <= limit:
         return None
-    detail = f"no first iteration {waited:.0f}s after start (startup limit {config.startup_timeout_s:.0f}s)"
-    return HangVerdict(HangKind.STARTUP, waited, config.startup_timeout_s, None, detail)
+    why = "" if startup is None else f": {startup.basis}"
+    detail = f"no first iteration {waited:.0f}s after start (startup limit {limit:.0f}s{why})"
+    return HangVerdict(HangKind.STARTUP, waited, limit, None, detail)
 
 
 def _output_verdict(state: ProgressState, now: float, config: HangConfig) -> HangVerdict | None:

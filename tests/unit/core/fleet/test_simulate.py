@@ -11,10 +11,11 @@ from oellm_autoexp.core.fleet.autoexp_policy import AutoexpPolicy, Judge
 from oellm_autoexp.core.fleet.engine import RESTART, Strike
 from oellm_autoexp.core.fleet.faults import Fault
 from oellm_autoexp.core.fleet.ledger import LOSSES
-from oellm_autoexp.core.fleet.lines import names_for, render
+from oellm_autoexp.core.fleet.lines import STARTUP_FAULT_S, names_for, render
 from oellm_autoexp.core.fleet.mix import load_mix
 from oellm_autoexp.core.fleet.settings import settings_from
 from oellm_autoexp.core.fleet.simulate import POLICIES, simulate
+from oellm_autoexp.core.watch.startup import Startup
 from oellm_autoexp.daemon.replay_runs import setup_from_config
 from tests.paths import REPO
 
@@ -294,3 +295,26 @@ def test_the_check_on_suspicion_runs_only_after_a_failure_that_named_no_node(set
     assert mix.families["silent"].variants[0].hangs
     crash = ours({**check, "preflight_catches": ["mystery"], "preflight_on_suspicion": True}, MYSTERY)
     assert crash["lost_gpu_hours"]["preflight"] == 0
+
+
+def test_a_silent_start_up_is_judged_at_the_limit_the_job_s_earlier_start_ups_teach(setup):
+    """A hang with no line at all, striking an attempt at start-up: judged at startup_timeout_s (1 h) with
+    nothing learned, at 2 x the job's start-up once an attempt trained (core/watch/startup.py), as the
+    monitor reads it from its attempts table; not twice in a row (the attempt before never trained)."""
+    mix = read_mix("kokolis")
+    settings = settings_from(mix.settings, WEEK, "test")
+    silent = next(i for i, v in enumerate(mix.families["hang"].variants) if not v.lines)
+    judge = Judge(setup, mix, settings)
+    poll = setup.poll_s
+    fresh = judge.case("hang", silent, True, 0)
+    assert fresh.cause == "hang" and abs(fresh.detect_s + STARTUP_FAULT_S - 3600.0) <= poll
+    restarted = judge.case("hang", silent, True, 0, (Startup(settings.restart_s),))
+    assert abs(restarted.detect_s + STARTUP_FAULT_S - 2 * settings.restart_s) <= poll
+    fault = Fault(index=0, at_training_s=3600.0, family="hang", variant=silent, node="f0", breaks_node=True,
+                  bad_for_s=86400.0, lemon=False, slurm_drains=False, recurs=False, queue_s=0.0)  # fmt: skip
+    ours = AutoexpPolicy(judge)
+    ours.react(Strike(fault, 0, False, 12000), 3600.0, frozenset({"f0"}))  # the first attempt trained
+    learned = ours.react(Strike(fault, 1, True, 12000), 7200.0, frozenset({"f0"}))
+    assert abs(learned.detect_s + STARTUP_FAULT_S - 2 * settings.startup_s) <= poll  # its cold start: no load
+    not_twice = ours.react(Strike(fault, 2, True, 12000), 12000.0, frozenset({"f0"}))
+    assert abs(not_twice.detect_s - fresh.detect_s) <= poll
