@@ -142,6 +142,16 @@ CASES = [
         "config_error",
     ),
     ("RuntimeError: NCCL error: unhandled system error", "nccl"),
+    # srun: a step whose tasks cannot be laid out on its CPUs is the step's request (ESLURMD_CPU_LAYOUT_ERROR)
+    (
+        "srun: error: Task launch for StepId=12.0 failed on node gpu07: Unable to layout tasks on given cpus",
+        "config_error",
+    ),
+    # torch's store-based barrier timeout, also as a title quotes it (first letter lower-cased)
+    ("timed out initializing process group in store based barrier on rank: 3, for key: k", "rendezvous"),
+    ("Waiting in store based barrier to initialize process group for rank: 0, key: k", None),
+    # a CUDA error string whatever wraps it: 101 is a device index past the visible GPUs
+    ("RuntimeError: cuda runtime error (101) : invalid device ordinal at Module.cpp:59", "config_error"),
 ]
 
 
@@ -166,6 +176,28 @@ FALLBACK_CASES = [
     (["RuntimeError: the thing went wrong", "Aborted (core dumped)"], "exception"),
     (["ValueError: bad shape", "worker 0 killed by signal 9"], "exception"),
 ]
+
+
+SILENT_DEATH_CASES = [
+    # DeepSpeed's launcher stopping the other workers with no line saying why a worker ended: it died silently
+    (["[2023-09-10 11:45:59,501] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 6293"], "killed"),
+    # ... its own report of the worker's status, or the worker's error, says more
+    (
+        [
+            "[2023-07-10 04:26:05,876] [INFO] [launch.py:318:sigkill_handler] Killing subprocess 94984",
+            "[2023-07-10 04:26:35,999] [ERROR] [launch.py:324:sigkill_handler] ['python3', '-u', 'train.py'] exits with return code = -11",
+        ],
+        "segfault",
+    ),
+    (["RuntimeError: CUDA error: out of memory", "Killing subprocess 31867"], "oom"),
+]
+
+
+@pytest.mark.parametrize(("lines", "expected"), SILENT_DEATH_CASES)
+def test_a_launcher_teardown_with_no_cause_is_a_silent_death(lines: list[str], expected: str) -> None:
+    """A launcher killing its other workers shows a worker failed; a cause line in view says how."""
+    cause = log_cause(classify_lines(lines, PATTERNS))
+    assert cause is not None and cause.error_type == expected, cause
 
 
 @pytest.mark.parametrize(("lines", "expected"), FALLBACK_CASES)
