@@ -81,7 +81,7 @@ def plan_job(job: JobConfig, base_dir: str) -> JobPlan:
     log = posixpath.join(out, "logs", cfg.slurm.log_name)
     _check_executor(cfg, job.source)
     nproc = procs_per_node(cfg.backend, cfg.slurm.gpus_per_node)
-    ctx = LaunchContext(cfg.slurm.nodes, nproc, ckpt, out)
+    ctx = LaunchContext(cfg.slurm.nodes, nproc, ckpt, out, rank_prefix=_stack_dump_signal(cfg) is not None)
     spec = script_spec(cfg, name, key, out, ckpt, log, build_argv(cfg.backend, ctx), nproc)
     script_path = posixpath.join(out, SCRIPT_NAME)
     return JobPlan(
