@@ -5,6 +5,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 from oellm_autoexp.adapters.executors.base import ExecutorError
 from oellm_autoexp.core.watch.progress import HangConfig
 from oellm_autoexp.core.watch.verdict import Trigger, Verdict
@@ -59,9 +62,6 @@ def test_a_probe_that_cannot_be_sent_costs_nothing() -> None:
 
 
 def test_the_signal_is_one_free_for_a_handler() -> None:
-    import pytest
-    from pydantic import ValidationError
-
     assert HangConfig(stack_dump_signal="SIGWINCH").stack_dump_signal == "WINCH"
     for taken in ("USR1", "TERM", "KILL", "STOP"):  # the walltime warning's, or one that ends a process
         with pytest.raises(ValidationError, match="expected one of"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -294,3 +295,20 @@ def test_the_check_on_suspicion_runs_only_after_a_failure_that_named_no_node(set
     assert mix.families["silent"].variants[0].hangs
     crash = ours({**check, "preflight_catches": ["mystery"], "preflight_on_suspicion": True}, MYSTERY)
     assert crash["lost_gpu_hours"]["preflight"] == 0
+
+
+def test_a_silent_hang_s_node_is_blamed_from_the_stack_dump_probe_only_while_it_is_on(setup):
+    """The silent hang (no watchdog line): with the probe on, every rank but the broken node's answers
+    it, at start-up too, and the verdict waits for the answers; with `stack_dump_signal: null` no line
+    names the node (core/decide/stack_dump_blame.py, docs/hang.md)."""
+    mix = read_mix("llama3")
+    variants = mix.families["hang"].variants
+    silent = next(i for i, v in enumerate(variants) if any(line.after_probe for line in v.lines))
+    settings = settings_from(mix.settings, WEEK, "test")
+    judge = Judge(setup, mix, settings)
+    off = Judge(replace(setup, hang=setup.hang.model_copy(update={"stack_dump_signal": None})), mix, settings)
+    for at_startup in (False, True):
+        probed, plain = judge.case("hang", silent, at_startup, 0), off.case("hang", silent, at_startup, 0)
+        assert probed.cause == plain.cause == "hang"
+        assert probed.blamed == (judge.names.node,) and plain.blamed == ()
+        assert probed.detect_s == plain.detect_s + setup.hang.stack_dump_wait_s
