@@ -45,6 +45,7 @@ PREFLIGHT_S = 60.0  # the check's budget on 1,000 nodes (docs/preflight.md): a c
 SUSPICION: dict[str, Any] = {
     "preflight_s": PREFLIGHT_S, "preflight_catches": ("gpu_hw", "network_link"), "preflight_on_suspicion": True,
 }  # fmt: skip
+NO_PROBE = "monitoring.hang.stack_dump_signal=null"  # no stack-dump probe before a hang's cancel
 # Ours again on the same faults: (key, monitor overrides, settings changes).
 OURS_AGAIN: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("autoexp_fleet", ("restart=fleet",), {}),
@@ -62,6 +63,8 @@ OURS_AGAIN: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("autoexp_exclusions_24h", (), {"exclusion_until_repaired": False, "exclusion_ttl_h": 24}),
     # The shipped default without the learned start-up limit (core/watch/startup.py): 1 h for every attempt.
     ("autoexp_startup_1h", ("+monitoring.hang.startup_floor_s=3600",), {}),
+    # The shipped default without the silent-hang probe (before #29's stack dumps).
+    ("autoexp_no_stack_probe", (NO_PROBE,), {}),
 )
 # One default changed at a time, on the Llama 3 setting with restart=fleet: (label, monitor
 # overrides, simulation settings, a change to the mix).
@@ -115,6 +118,12 @@ WHAT_IFS: tuple[tuple[str, tuple[str, ...], dict[str, Any], str | None], ...] = 
         "exclusions as before #29: a fixed 24 h, no repair seen, no cap",
         ("restart=fleet",),
         {"exclusion_until_repaired": False, "exclusion_ttl_h": 24},
+        None,
+    ),
+    (
+        "no stack-dump probe on a hang (as before): a silent hang names no node",
+        ("restart=fleet", NO_PROBE),
+        {},
         None,
     ),
     ("exclusions until repaired, 72 h at most (7 days)", ("restart=fleet",), {"exclusion_ttl_h": 72}, None),

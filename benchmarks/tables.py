@@ -311,6 +311,7 @@ FLEET_ROWS = (
     ("ours, shipped default + pre-flight on suspicion (`preflight: on_suspicion`, pairwise)", "autoexp_suspicion"),
     ("ours, `restart=fleet` + pre-flight on suspicion (pairwise)", "autoexp_fleet_suspicion"),
     ("ours, shipped default, exclusions as before #29 (a fixed 24 h, no repair seen, no cap)", "autoexp_exclusions_24h"),
+    ("ours, shipped default without the silent-hang stack-dump probe (as before)", "autoexp_no_stack_probe"),
     ("upstream production (prod/oellm_32b_dense, auto_restart_ckptreset)", "upstream"),
     ("upstream main (state restarts, 300 s inactivity)", "upstream_main"),
     ("no supervisor (a human looks twice a day)", "none"),

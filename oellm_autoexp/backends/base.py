@@ -22,6 +22,10 @@ class LaunchContext:
     nproc_per_node: int
     checkpoint_dir: str
     output_dir: str
+    # torchrun tees every worker's output with its global rank's `[rankN]:` prefix (the script sets
+    # TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE): the hang probe's stack dumps, written by the worker's
+    # faulthandler straight to its stderr, then say which rank answered (docs/hang.md).
+    rank_prefix: bool = False
 
 
 def torchrun_launch_args(ctx: LaunchContext) -> list[str]:
@@ -32,4 +36,5 @@ def torchrun_launch_args(ctx: LaunchContext) -> list[str]:
         f"--node_rank={NODE_RANK}",
         f"--master_addr={MASTER_ADDR}",
         f"--master_port={MASTER_PORT}",
+        *(["--tee=3"] if ctx.rank_prefix else []),
     ]

@@ -64,6 +64,7 @@ from oellm_autoexp.daemon.resume import prime, resume
 from oellm_autoexp.daemon.scheduler import FollowUp, Tick, Ticker
 from oellm_autoexp.daemon.session import ExecutorFactory, job_runtime
 from oellm_autoexp.daemon.session_lock import SessionLocks
+from oellm_autoexp.daemon.stack_probe import StackProbe
 from oellm_autoexp.daemon.startup import learn_startup, note_first_iteration
 from oellm_autoexp.daemon.strays import StrayNet
 from oellm_autoexp.daemon.submitter import Submitter
@@ -118,6 +119,7 @@ class Monitor:
         self._tailer: LogTailer | None = None
         self._ticker: Ticker | None = None
         self._cancels = Cancels(store, self._say)  # tried again while scancel fails (daemon/cancels.py)
+        self._probe = StackProbe(self._say)  # a silent hang's stack-dump probe (daemon/stack_probe.py)
         self._submitter = Submitter(store, self._say, self._cancels)  # its successors' cancels go there too
         self._presubmit = PreSubmission(store, self._submitter, self._cancels, self._say)
         self._dirty = True
@@ -560,7 +562,7 @@ class Monitor:
             config = live.runtime.settings.hang
             if config is None or live.decided_early or live.state is not JobState.RUNNING:
                 continue
-            verdict = live.view.hang_verdict(now, config)
+            verdict = self._probe.hang_verdict(live, now, config)
             if verdict is not None:
                 self._say(f"{self._who(live)}: hang detected: {verdict.hang.detail if verdict.hang else ''}")
                 self._judge(live, verdict, now)

@@ -19,9 +19,12 @@ from oellm_autoexp.backends.build import build_argv, procs_per_node
 from oellm_autoexp.backends.megatron_torchrun import exit_signal
 from oellm_autoexp.config.experiment import JobConfig
 from oellm_autoexp.config.models import CommandBackend, MegatronTorchrunBackend, RootConfig, SlurmConfig
+from oellm_autoexp.config.monitoring import MonitoringSection
+from oellm_autoexp.core.watch.progress import HangConfig
 from oellm_autoexp.errors import UserError
 from oellm_autoexp.plan.preflight_step import preflight_argv
 from oellm_autoexp.plan.render import ScriptSpec, render_sbatch
+from oellm_autoexp.workloads.stack_dump import SITE_DIR as STACK_DUMP_SITE
 
 SINGLE_JOB_KEY = "main"
 CPUS_PER_GPU = 4
@@ -78,7 +81,7 @@ def plan_job(job: JobConfig, base_dir: str) -> JobPlan:
     log = posixpath.join(out, "logs", cfg.slurm.log_name)
     _check_executor(cfg, job.source)
     nproc = procs_per_node(cfg.backend, cfg.slurm.gpus_per_node)
-    ctx = LaunchContext(cfg.slurm.nodes, nproc, ckpt, out)
+    ctx = LaunchContext(cfg.slurm.nodes, nproc, ckpt, out, rank_prefix=_stack_dump_signal(cfg) is not None)
     spec = script_spec(cfg, name, key, out, ckpt, log, build_argv(cfg.backend, ctx), nproc)
     script_path = posixpath.join(out, SCRIPT_NAME)
     return JobPlan(
@@ -168,7 +171,23 @@ def script_spec(
         preflight=preflight_argv(cfg.preflight, out),
         preflight_budget_s=cfg.preflight.budget_s,
         ranks_per_node=_ranks_per_node(cfg, nproc),
+        stack_dump_signal=_stack_dump_signal(cfg),
+        stack_dump_site=STACK_DUMP_SITE if _stack_dump_signal(cfg) else None,
     )
+
+
+def _stack_dump_signal(cfg: RootConfig) -> str | None:
+    """The hang probe's signal (monitoring.hang.stack_dump_signal) on a job of several nodes, the only
+    kind whose silent ranks name a node to exclude; None when it is off."""
+    if cfg.slurm.nodes < 2:
+        return None
+    monitoring = cfg.monitoring
+    if isinstance(monitoring, MonitoringSection):
+        hang = monitoring.hang
+    else:  # an untyped config: the section as written, with the model's defaults
+        raw = monitoring.get("hang", {})
+        hang = HangConfig.model_validate(raw) if isinstance(raw, dict) else None
+    return hang.stack_dump_signal if hang is not None else None
 
 
 def _ranks_per_node(cfg: RootConfig, nproc: int) -> int | None:

@@ -54,6 +54,11 @@ class ScriptSpec:
     # torchrun's processes per node when the script announces the rank layout (node blame maps a
     # `[rankN]:` GPU fault line to its node: core/decide/node_blame.py); None: not announced.
     ranks_per_node: int | None = None
+    # The silent-hang probe (monitoring.hang.stack_dump_signal, docs/hang.md): every Python process
+    # of the job prints its stacks on this signal (workloads/stack_dump/sitecustomize.py, from the
+    # folder `stack_dump_site`, put first on PYTHONPATH); None: off.
+    stack_dump_signal: str | None = None
+    stack_dump_site: str | None = None
 
 
 def sbatch_quote(value: str) -> str:

@@ -184,9 +184,17 @@ class SlurmExecutor:
     def cancel(self, job_id: str) -> None:
         self._scancel([job_id])
 
+    def signal_tasks(self, job_id: str, signal_name: str) -> None:
+        """Send a signal to every task of the job's steps (not the batch shell: scancel sends a
+        signal other than KILL to the steps alone unless asked for --batch or --full)."""
+        self._scancel_args(["--signal", signal_name, job_id])
+
     def _scancel(self, job_ids: list[str]) -> None:
+        self._scancel_args(job_ids)
+
+    def _scancel_args(self, args: list[str]) -> None:
         try:
-            run_slurm_command(["scancel", *job_ids], self.timeout_s)
+            run_slurm_command(["scancel", *args], self.timeout_s)
         except ExecutorError as exc:
             if not any(text in str(exc) for text in _FORGOTTEN):
                 raise

@@ -40,8 +40,11 @@ MAX_KEPT_SIGNALS = 10_000  # a Classifier keeps the first N non-progress signals
 # torch's NCCL watchdog lines (config/monitoring/base.yaml): every rank of a hung collective prints
 # them, so on a job of thousands of ranks they pass MAX_KEPT_SIGNALS; the first of each per rank is
 # kept past it (up to MAX_PER_RANK_SIGNALS), so that node blame can see which ranks never printed
-# one (core/decide/straggler_blame.py).
-PER_RANK_PATTERNS = frozenset({"nccl_watchdog_timeout", "nccl_timeout_work", "nccl_watchdog_failure"})
+# one (core/decide/straggler_blame.py). The same for the stack-dump probe's thread headers: the
+# ranks that did not answer are the evidence (core/decide/stack_dump_blame.py).
+PER_RANK_PATTERNS = frozenset(
+    {"nccl_watchdog_timeout", "nccl_timeout_work", "nccl_watchdog_failure", "stack_dump"}
+)
 MAX_PER_RANK_SIGNALS = 2 * 131_072
 
 

@@ -16,6 +16,8 @@ user's pattern files too): the shipped ones are
 - torch's NCCL watchdog lines of a hang: the ranks the others waited on (behind the majority's
   collective, or silent while nearly every other rank printed; core/decide/straggler_blame.py),
   through the same rank layout, and only while the log holds no root cause of its own;
+- a silent hang's stack-dump probe: the ranks that printed no dump while most did
+  (core/decide/stack_dump_blame.py), under the same layout and the same no-root-cause rule;
 - a node Slurm itself reports DRAIN/DOWN/FAIL (core/jobs/slurm_nodes.py);
 - the node lists of a job the cluster requeued after a node failure (`sacct --duplicates`):
   the nodes common to every NODE_FAIL run.
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from oellm_autoexp.core.classify.prefixes import torch_rank
 from oellm_autoexp.core.classify.signals import NODE_GROUPS, Signal
 from oellm_autoexp.core.decide.nameless_causes import HANG_CAUSES
+from oellm_autoexp.core.decide.stack_dump_blame import unanswered
 from oellm_autoexp.core.decide.straggler_blame import stragglers
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.jobs.slurm_nodes import NodeHealth, RunNodes
@@ -146,7 +149,9 @@ def _from_signals(signals: Iterable[Signal], allocation: Sequence[str]) -> list[
                 how = f" (rank {rank}, {layout} ranks per node: node {rank // layout} of the allocation)"
         if node is not None:
             out.append(Blame(node, f"{_where(signal)}: {signal.line.strip()}{how}", "log"))
-    return out + _from_stragglers(signals, allocation, layout)
+    return (
+        out + _from_stragglers(signals, allocation, layout) + _from_stack_dumps(signals, allocation, layout)
+    )
 
 
 def _from_stragglers(signals: list[Signal], allocation: Sequence[str], layout: int | None) -> list[Blame]:
@@ -165,6 +170,20 @@ def _from_stragglers(signals: list[Signal], allocation: Sequence[str], layout: i
         where = f"{_where(straggler.signal)}: " if straggler.signal is not None else ""
         how = f" ({layout} ranks per node: node {straggler.rank // layout} of the allocation)"
         out.append(Blame(node, f"{where}{straggler.reason}{how}", "log"))
+    return out
+
+
+def _from_stack_dumps(signals: list[Signal], allocation: Sequence[str], layout: int | None) -> list[Blame]:
+    """The nodes of the ranks that did not answer the hang probe's stack dump
+    (core/decide/stack_dump_blame.py); like the stragglers, only while no root cause is in the log."""
+    if layout is None or not allocation or any(_is_root(s) for s in signals):
+        return []
+    out = []
+    for silent in unanswered(signals, world_size=layout * len(allocation)):
+        node = node_of_rank(silent.rank, allocation, layout)
+        if node is not None:
+            how = f" ({layout} ranks per node: node {silent.rank // layout} of the allocation)"
+            out.append(Blame(node, f"{silent.reason}{how}", "log"))
     return out
 
 

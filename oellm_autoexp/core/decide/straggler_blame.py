@@ -47,7 +47,7 @@ from oellm_autoexp.core.classify.signals import Signal
 # config/monitoring/base.yaml: the watchdog's timeout line, its `Timeout at NCCL work` line and
 # the newer `failure detected by watchdog` line (the classifier keeps the first of each per rank
 # past its signal cap).
-WATCHDOG_PATTERNS = PER_RANK_PATTERNS
+WATCHDOG_PATTERNS = PER_RANK_PATTERNS - {"stack_dump"}  # the probe's dumps: stack_dump_blame.py
 # The share of the world that must have printed a timeout line before the ranks that did not
 # count as missing (three in four: one node of four may be the silent one; node_blame's share
 # guard then keeps the blame to a few nodes). Peers that entered the collective within seconds

@@ -42,14 +42,14 @@ from oellm_autoexp.core.decide.recurring_blame import blame_again, network_named
 from oellm_autoexp.core.decide.suspicion import Failure, suspicion
 from oellm_autoexp.core.fleet.engine import RESTART, STOP, Reaction, Strike
 from oellm_autoexp.core.fleet.faults import Fault, repair_seen
-from oellm_autoexp.core.fleet.lines import Names, names_for, render
+from oellm_autoexp.core.fleet.lines import Names, names_for, probe_answers, render
 from oellm_autoexp.core.fleet.mix import Mix
 from oellm_autoexp.core.fleet.preflight import FAMILY as PREFLIGHT
 from oellm_autoexp.core.fleet.preflight import VARIANT as PREFLIGHT_VARIANT
 from oellm_autoexp.core.fleet.settings import SimSettings
 from oellm_autoexp.core.jobs.slurm_nodes import NodeEvent
 from oellm_autoexp.core.replay.replay import ReplaySetup, replay_lines
-from oellm_autoexp.core.watch.outcome import Outcome
+from oellm_autoexp.core.watch.outcome import Outcome, OutcomeKind
 from oellm_autoexp.core.watch.progress import StartupLimit
 from oellm_autoexp.core.watch.startup import Startup, startup_limit
 
@@ -121,15 +121,27 @@ class Judge:
         # Blame sees every signal read by the verdict, info lines too (the rank layout), as the
         # monitor's judge step does with its classifier's signals.
         read = sum(1 for at in seen.times_s if at <= last.at_s)
-        blame, named = self._blame((family, variant, at_startup, read, outcome), seen.lines[:read])
+        lines, probe_s = seen.lines[:read], self._probe_s(outcome)
+        if probe_s is not None:  # the monitor's stack-dump probe: the answers that came within its wait
+            lines += probe_answers(spec, self.names, at_startup=at_startup, within_s=probe_s,
+                                   ranks_per_node=self.settings.gpus_per_node)  # fmt: skip
+        blame, named = self._blame((family, variant, at_startup, read, outcome), lines)
         return Case(
-            detect_s=max(last.at_s - seen.fault_at_s, 0.0),
+            detect_s=max(last.at_s - seen.fault_at_s, 0.0) + (probe_s or 0.0),
             outcome=outcome,
             blamed=blame,
             cause=outcome.error_type or outcome.kind.value,
             replay_reason=last.judgement.decision.reason,
             named=named,
         )
+
+    def _probe_s(self, outcome: Outcome) -> float | None:
+        """The probe's wait when the monitor probes this verdict (a hang of a job of several
+        nodes, the probe on: daemon/stack_probe.py), else None."""
+        hang = self.setup.hang
+        if hang is None or hang.stack_dump_signal is None or outcome.kind is not OutcomeKind.HANG:
+            return None
+        return hang.stack_dump_wait_s if len(self.names.allocation) > 1 else None
 
     def _blame(
         self, key: tuple[str, int, bool, int, Outcome], read: tuple[str, ...]

@@ -90,7 +90,7 @@ def render(
             )
         fault_at = PRELUDE_STEPS * step_s + phase_s
     for spec in variant.lines:
-        if (spec.nccl_debug and not nccl_debug) or (at_startup and not spec.at_startup):
+        if (spec.nccl_debug and not nccl_debug) or (at_startup and not spec.at_startup) or spec.after_probe:
             continue
         peers = _all_peers(len(names.allocation), ranks_per_node, faulty_rank) if spec.all_peers else None
         for prank in peers if peers is not None else range(PEER_RANK, PEER_RANK + spec.repeat):
@@ -112,6 +112,23 @@ def render(
         slurm=SlurmView(running_at_s=0.0, end_at_s=end_at, end=end),
         fault_at_s=fault_at,
     )
+
+
+def probe_answers(
+    variant: Variant, names: Names, *, at_startup: bool, within_s: float, ranks_per_node: int = 8
+) -> tuple[str, ...]:
+    """The lines the ranks print within `within_s` of the monitor's stack-dump probe (`after_probe`)."""
+    faulty_rank = FAULTY_LOCAL_RANK % ranks_per_node
+    timed: list[tuple[float, str]] = []
+    for spec in variant.lines:
+        if not spec.after_probe or (at_startup and not spec.at_startup) or spec.after_s > within_s:
+            continue
+        peers = _all_peers(len(names.allocation), ranks_per_node, faulty_rank) if spec.all_peers else None
+        for prank in peers if peers is not None else range(PEER_RANK, PEER_RANK + spec.repeat):
+            timed.append((spec.after_s, _fill(spec.text, {"node": names.node, "rank": str(faulty_rank),
+                                                          "prank": str(prank)})))  # fmt: skip
+    timed.sort(key=lambda item: item[0])
+    return tuple(t for _, t in timed)
 
 
 def _all_peers(nodes: int, ranks_per_node: int, faulty_rank: int) -> range | list[int]:

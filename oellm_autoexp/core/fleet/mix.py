@@ -40,6 +40,9 @@ class LineSpec(_Model):
     # False: not printed when the fault strikes an attempt at start-up (an event of the moment a
     # port went down, which a process started on an already broken port never sees).
     at_startup: bool = True
+    # Printed only when the monitor's stack-dump probe asks (monitoring.hang.stack_dump_signal),
+    # `after_s` seconds after the probe: a rank's answer (core/decide/stack_dump_blame.py).
+    after_probe: bool = False
 
 
 class Variant(_Model):

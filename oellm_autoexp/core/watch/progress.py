@@ -41,8 +41,11 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from statistics import median
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+# Signals the hang probe may send (monitoring.hang.stack_dump_signal): free for a handler, no
+# other meaning in the script (USR1 is the walltime warning's; TERM, INT, QUIT, KILL end, STOP stops).
+PROBE_SIGNALS = frozenset({"USR2", "WINCH", "URG"})
 STEP_SAMPLES = 16  # how many recent counter intervals the step-interval median looks at
 
 
@@ -81,6 +84,24 @@ class HangConfig(BaseModel):
     # ... and at least 3 min: a link that flaps comes back within seconds (NCCL retries), while an
     # evaluation pass that happens to start right after the warning still gets a few minutes.
     warned_floor_s: float = Field(default=180.0, gt=0)
+    # Before a hang's cancel, every rank is asked for its Python stacks with this signal (the
+    # rendered script registers faulthandler on it in every Python process, docs/hang.md); the
+    # ranks that do not answer name the broken node (core/decide/stack_dump_blame.py). Not USR1
+    # (the walltime warning's) nor a signal that ends or stops a process. None: no probe.
+    stack_dump_signal: str | None = "USR2"
+    # How long the probe waits for the dumps to reach the log before the judgement reads it:
+    # faulthandler writes from its signal handler at once; the rest is the log's way to the monitor.
+    stack_dump_wait_s: float = Field(default=5.0, ge=0, le=120)
+
+    @field_validator("stack_dump_signal")
+    @classmethod
+    def _probe_signal(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        name = value.upper().removeprefix("SIG")
+        if name not in PROBE_SIGNALS:
+            raise ValueError(f"expected one of {', '.join(sorted(PROBE_SIGNALS))} or null, got {value!r}")
+        return name
 
 
 @dataclass(frozen=True)

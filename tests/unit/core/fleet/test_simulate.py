@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -303,18 +304,40 @@ def test_a_silent_start_up_is_judged_at_the_limit_the_job_s_earlier_start_ups_te
     monitor reads it from its attempts table; not twice in a row (the attempt before never trained)."""
     mix = read_mix("kokolis")
     settings = settings_from(mix.settings, WEEK, "test")
-    silent = next(i for i, v in enumerate(mix.families["hang"].variants) if not v.lines)
+    silent = next(
+        i for i, v in enumerate(mix.families["hang"].variants) if all(line.after_probe for line in v.lines)
+    )
     judge = Judge(setup, mix, settings)
     poll = setup.poll_s
+    wait = setup.hang.stack_dump_wait_s  # the verdict waits for the stack-dump probe's answers
     fresh = judge.case("hang", silent, True, 0)
-    assert fresh.cause == "hang" and abs(fresh.detect_s + STARTUP_FAULT_S - 3600.0) <= poll
+    assert fresh.cause == "hang" and abs(fresh.detect_s + STARTUP_FAULT_S - 3600.0 - wait) <= poll
     restarted = judge.case("hang", silent, True, 0, (Startup(settings.restart_s),))
-    assert abs(restarted.detect_s + STARTUP_FAULT_S - 2 * settings.restart_s) <= poll
+    assert abs(restarted.detect_s + STARTUP_FAULT_S - 2 * settings.restart_s - wait) <= poll
     fault = Fault(index=0, at_training_s=3600.0, family="hang", variant=silent, node="f0", breaks_node=True,
                   bad_for_s=86400.0, lemon=False, slurm_drains=False, recurs=False, queue_s=0.0)  # fmt: skip
     ours = AutoexpPolicy(judge)
     ours.react(Strike(fault, 0, False, 12000), 3600.0, frozenset({"f0"}))  # the first attempt trained
     learned = ours.react(Strike(fault, 1, True, 12000), 7200.0, frozenset({"f0"}))
-    assert abs(learned.detect_s + STARTUP_FAULT_S - 2 * settings.startup_s) <= poll  # its cold start: no load
+    assert (
+        abs(learned.detect_s + STARTUP_FAULT_S - 2 * settings.startup_s - wait) <= poll
+    )  # its cold start: no load
     not_twice = ours.react(Strike(fault, 2, True, 12000), 12000.0, frozenset({"f0"}))
     assert abs(not_twice.detect_s - fresh.detect_s) <= poll
+
+
+def test_a_silent_hang_s_node_is_blamed_from_the_stack_dump_probe_only_while_it_is_on(setup):
+    """The silent hang (no watchdog line): with the probe on, every rank but the broken node's answers
+    it, at start-up too, and the verdict waits for the answers; with `stack_dump_signal: null` no line
+    names the node (core/decide/stack_dump_blame.py, docs/hang.md)."""
+    mix = read_mix("llama3")
+    variants = mix.families["hang"].variants
+    silent = next(i for i, v in enumerate(variants) if any(line.after_probe for line in v.lines))
+    settings = settings_from(mix.settings, WEEK, "test")
+    judge = Judge(setup, mix, settings)
+    off = Judge(replace(setup, hang=setup.hang.model_copy(update={"stack_dump_signal": None})), mix, settings)
+    for at_startup in (False, True):
+        probed, plain = judge.case("hang", silent, at_startup, 0), off.case("hang", silent, at_startup, 0)
+        assert probed.cause == plain.cause == "hang"
+        assert probed.blamed == (judge.names.node,) and plain.blamed == ()
+        assert probed.detect_s == plain.detect_s + setup.hang.stack_dump_wait_s
