@@ -104,12 +104,33 @@ def armed(marker: Path | None, times: int = 1) -> bool:
 
 
 class EnvFault(NamedTuple):
-    """A fault asked for through the environment (AUTOEXP_FAULT=FAULT@ITERATION:RANK)."""
+    """A fault asked for through the environment (AUTOEXP_FAULT=FAULT@ITERATION:RANK).
+
+    `FAULT@I1,I2,...:RANK` with a once file: the n-th firing (counted in the file, across attempts)
+    comes at iteration In, so attempts in a row fail at chosen points (a burst of faults).
+    """
 
     fault: Fault
-    at_step: int
+    at_steps: tuple[int, ...]
     rank: int
     once_file: Path | None
+
+    @property
+    def at_step(self) -> int:
+        """The iteration of the next firing (the once file counts the firings so far)."""
+        fired = firings(self.once_file)
+        return self.at_steps[min(fired, len(self.at_steps) - 1)]
+
+    def armed(self) -> bool:
+        """Fire now (and count it): each listed iteration fires once with a once file."""
+        return armed(self.once_file, times=len(self.at_steps))
+
+
+def firings(marker: Path | None) -> int:
+    """How many times a fault with this once file fired so far."""
+    if marker is None or not marker.exists():
+        return 0
+    return int(marker.read_text() or 0)
 
 
 def from_env(environ: Mapping[str, str]) -> EnvFault | None:
@@ -117,13 +138,14 @@ def from_env(environ: Mapping[str, str]) -> EnvFault | None:
     text = environ.get(FAULT_ENV, "").strip()
     if not text:
         return None
-    match = re.fullmatch(r"(\w+)@(\d+):(-?\d+)", text)
+    match = re.fullmatch(r"(\w+)@(\d+(?:,\d+)*):(-?\d+)", text)
     if match is None or match.group(1) not in Fault.__members__.values():
-        raise ValueError(f"{FAULT_ENV}={text!r}: expected FAULT@ITERATION:RANK, FAULT one of {list(Fault)}")
+        raise ValueError(
+            f"{FAULT_ENV}={text!r}: expected FAULT@ITERATION[,ITERATION...]:RANK, FAULT one of {list(Fault)}"
+        )
     once = environ.get(FAULT_ONCE_ENV)
-    return EnvFault(
-        Fault(match.group(1)), int(match.group(2)), int(match.group(3)), Path(once) if once else None
-    )
+    steps = tuple(int(i) for i in match.group(2).split(","))
+    return EnvFault(Fault(match.group(1)), steps, int(match.group(3)), Path(once) if once else None)
 
 
 def announce(fault: Fault, iteration: int, rank: int) -> None:

@@ -167,9 +167,7 @@ def _inject_asked_fault(model: Any) -> None:
 
     iteration = int(getattr(get_args(), "curr_iteration", 0)) + 1  # the iteration being computed
     rank = torch.distributed.get_rank()
-    if faults.is_due(_ASKED.fault, _ASKED.at_step, _ASKED.rank, iteration, rank) and faults.armed(
-        _ASKED.once_file
-    ):
+    if faults.is_due(_ASKED.fault, _ASKED.at_step, _ASKED.rank, iteration, rank) and _ASKED.armed():
         faults.inject(_ASKED.fault, iteration, rank, torch.device("cuda", torch.cuda.current_device()), model)
 
 

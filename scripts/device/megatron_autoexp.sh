@@ -22,8 +22,8 @@
 #   diskfull  the second save meets a full tmpfs: stop, the reason names the disk's free space
 #
 # Session 8's burst, with SCENARIOS="... burst":
-#   burst     rank 1 killed in four attempts in a row, each time short of the best iteration (90,
-#             then 70, 80, 60 after resuming from 50): "past the best iteration" alone would stop
+#   burst     rank 1 killed in four attempts in a row, each time short of the best iteration (last
+#             logged 90, then 70, 80, 60 after resuming from 50): "past the best iteration" alone would stop
 #             at the fourth ("retry budget exhausted (attempt 4/3)"); refill_on_training gives each
 #             restart back (every attempt trained and died somewhere new): the fifth completes
 #
@@ -108,21 +108,6 @@ freeze_or_kill() {
   wait
 }
 
-# burst (session 8): attempt n killed at its iteration BURST[n-1] (faults faster than the lost work
-# is regained); each kill waits for that attempt's own log.
-BURST=(90 70 80 60)
-burst() {
-  scenario burst 29608 &
-  local n it pid
-  for n in 1 2 3 4; do
-    it=${BURST[$((n - 1))]}
-    wait_for "$(log_of burst "$n")" "iteration +$it/" "$LIMIT_S" || break
-    pid=$(python3 scripts/device/rank_pid.py "/.megatron_autoexp/burst/outputs/" 1) \
-      && kill -KILL "$pid" && event burst "injected_KILL_attempt${n}_at_$it"
-  done
-  wait
-}
-
 OOM=(backend.megatron.seq_length=8192 backend.megatron.max_position_embeddings=8192
   backend.megatron.micro_batch_size=256 backend.megatron.global_batch_size=512
   +backend.megatron.no_create_attention_mask_in_dataloader=true)
@@ -172,7 +157,11 @@ for s in $SCENARIOS; do
       AUTOEXP_FAULT=raise_and_linger@120:1 AUTOEXP_FAULT_ONCE_FILE="$W/linger/fault_fired" \
         scenario linger 29606 &
       watch_fatal linger 'injected crash at iteration' & ;;
-    burst) burst & watch_fatal burst 'exitcode: -9|exitcode *: -9' & ;;
+    burst)
+      # rank 1 kills itself (SIGKILL, in process: exact) at iteration 91 of attempt 1, then 75, 85, 65 of the
+      # next three (each resumed from 50); the last logged iterations 90, 70, 80, 60: new points, all short of 90
+      AUTOEXP_FAULT=kill@91,75,85,65:1 AUTOEXP_FAULT_ONCE_FILE="$W/burst/fault_fired" scenario burst 29608 &
+      watch_fatal burst 'Sending process [0-9]+ closing signal' & ;;
     diskfull) diskfull & watch_fatal diskfull 'No space left|unexpected pos|write failed|Errno 28' & ;;
     *) echo "unknown scenario $s" >&2 ;;
   esac

@@ -185,7 +185,19 @@ def test_a_fault_asked_through_the_environment_is_parsed_or_refused(tmp_path: Pa
     from oellm_autoexp.workloads import faults
 
     asked = faults.from_env({"AUTOEXP_FAULT": "raise_and_linger@120:1", "AUTOEXP_FAULT_ONCE_FILE": "f"})
-    assert asked == faults.EnvFault(faults.Fault.RAISE_AND_LINGER, 120, 1, Path("f"))
+    assert asked == faults.EnvFault(faults.Fault.RAISE_AND_LINGER, (120,), 1, Path("f"))
     assert faults.from_env({}) is None
-    with pytest.raises(ValueError, match="FAULT@ITERATION:RANK"):
+    with pytest.raises(ValueError, match=r"FAULT@ITERATION\[,ITERATION\.\.\.\]:RANK"):
         faults.from_env({"AUTOEXP_FAULT": "melt@1:0"})
+
+
+def test_a_listed_fault_fires_once_at_each_iteration_in_turn(tmp_path: Path) -> None:
+    """`kill@91,75:1` with a once file: the first firing at 91, the next (a later attempt) at 75, then never."""
+    from oellm_autoexp.workloads import faults
+
+    marker = tmp_path / "fired"
+    asked = faults.from_env({"AUTOEXP_FAULT": "kill@91,75:1", "AUTOEXP_FAULT_ONCE_FILE": str(marker)})
+    assert asked is not None and asked.at_steps == (91, 75) and asked.at_step == 91
+    assert asked.armed() and asked.at_step == 75
+    assert asked.armed() and asked.at_step == 75  # the last one stays named, but is spent:
+    assert not asked.armed() and marker.read_text() == "2"
