@@ -114,6 +114,8 @@ EXPECTED: dict[str, tuple[str | None, int | None, str | None]] = {
     # 2 x H200, 2026-11-26, the burst's 4th kill -9 of rank 1: its orphaned DataLoader worker's resource_sharer
     # thread printed `[rank1]: ConnectionResetError` through torch's excepthook; the peer's death, not a bug
     "megatron_autoexp/burst_attempt4.log": ("killed", None, None),
+    # the same burst with the kills injected in process (AUTOEXP_FAULT=kill@91,75,85,65:1), rank 1 silent
+    **{f"megatron_autoexp/burst_inproc_attempt{n}.log": ("killed", None, None) for n in (1, 2, 3, 4)},
 }
 
 FIXTURES = sorted(str(p.relative_to(LOGS)) for p in LOGS.rglob("*.log"))

@@ -68,3 +68,36 @@ def test_a_frozen_rank_is_a_hang_not_killed() -> None:
         j = _ended(name, JobState.FAILED, 1)
         assert (j.outcome.kind, j.evidence.error_type) == (OutcomeKind.HANG, "nccl_timeout"), name
         assert j.decision.action is DecisionAction.RESTART
+
+
+def test_a_burst_of_kills_short_of_the_best_iteration_is_restarted_each_time() -> None:
+    """2 x H200, 2026-11-26: rank 1 killed in four attempts in a row, each resumed from 50 and killed short of
+    the best iteration (last logged 90, 70, 80, 60). Each attempt trained and died somewhere new, so
+    refill_on_training gives every restart back; with "past the best iteration" alone the fourth is a stop."""
+    names = [f"megatron_autoexp/burst_inproc_attempt{n}.log" for n in (1, 2, 3, 4)]
+    history: list[Judgement] = []
+    for name in names:
+        j = _ended(name, JobState.FAILED, 1, history)
+        assert (j.decision.action, j.evidence.error_type) == (DecisionAction.RESTART, "killed"), name
+        history.append(j)
+    assert [j.evidence.iteration for j in history] == [90, 70, 80, 60]
+    assert [j.decision.budget_before for j in history] == [3, 3, 3, 3]
+    untrained = POLICY.model_copy(
+        update={"rules": [r.model_copy(update={"refill_on_training": False}) for r in POLICY.rules]}
+    )
+    past: list[Judgement] = []
+    for name in names:
+        view = AttemptView(PATTERNS)
+        view.mark_running(0.0)
+        view.read((LOGS / name).read_text(errors="replace").splitlines(), 1.0)
+        decisions = [PastDecision(p.decision.action.value, float(i), p.evidence) for i, p in enumerate(past)]
+        record = JobRecord("1", JobState.FAILED, "sacct", exit_code=1, nodes=("node1",))
+        past.append(
+            judge(
+                untrained,
+                view.end_verdict(record, 2.0),
+                history_from(decisions, len(past) + 1, view.last_iteration),
+            )
+        )
+    assert [p.decision.action for p in past] == [DecisionAction.RESTART] * 3 + [DecisionAction.STOP]
+    assert past[-1].decision.reason == "retry budget exhausted (attempt 4/3)"
