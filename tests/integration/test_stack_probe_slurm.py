@@ -62,10 +62,10 @@ fi
     log = autoexp.attempts()[0].log_path
     assert log is not None
     text = Path(log).read_text(encoding="utf-8", errors="replace")
-    # Before the cancel: node1's rank answered, node2's could not. (Slurm's cancel sends SIGCONT
-    # first: the stopped rank then runs its pending dump, after the judgement.)
-    before_cancel = text.split("srun: Job step aborted", 1)[0]
-    assert "[rank0]:Current thread 0x" in before_cancel and "[rank1]:Current thread" not in before_cancel
+    # node1's rank answered. node2's could not before the judgement (the blame above says 1 of 2 did);
+    # where its pending dump lands once Slurm's cancel sends SIGCONT, before or after srun's abort line,
+    # is a race, so the log's order after the judgement is not asserted.
+    assert "[rank0]:Current thread 0x" in text
 
 
 def _restarts(autoexp: AutoexpEnv) -> list[Evidence]:
