@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -50,7 +50,7 @@ def test_a_drained_then_resumed_node_lifts_its_exclusion(slurm_cluster) -> None:
     partition = executor.partition_nodes(slurm_cluster.partition)
     assert partition == 2  # the test cluster's two nodes (1-node job: one may be excluded)
     node = "node2"
-    made = datetime.now(UTC)
+    made = datetime.now(UTC) - timedelta(seconds=2)  # blamed a little before the site drains it
     exclusion = exclusions_from_blame("job-a", [Blame(node, "test: Xid 79 on node2", "log")], made)[0]
 
     def judge(events: list[NodeEvent]) -> InForce:

@@ -144,16 +144,20 @@ class InForce:
 
 
 def repair_of(exclusion: Exclusion, events: Iterable[NodeEvent], now: datetime) -> NodeEvent | None:
-    """The down/drain period of the node that ended after the exclusion was made, and by `now`.
+    """The down/drain period of the node that began after the exclusion was made and ended by `now`.
 
     One still open (no end, or an end Slurm cannot have reported yet) is not a repair: the node is
-    still out. One that ended before the exclusion was made repaired an older fault. sacctmgr
-    prints whole seconds: an end in the second the exclusion was made counts as after it.
+    still out. One that ended before the exclusion was made repaired an older fault. One that began
+    before it is the failure the exclusion is about (a node Slurm set DOWN under the job, blamed from
+    that state): its end is the node returned to service, not a repair seen after the blame (found
+    by CI: a NODE_FAIL's node resumed at once was lifted and the restart landed on it again).
+    sacctmgr prints whole seconds: a start in the second the exclusion was made is the failure's own (the
+    monitor judges within a second of a NODE_FAIL), an end in that second counts as after it.
     """
     made = exclusion.created_at.replace(microsecond=0)
     ended = [
         e for e in events
-        if e.node == exclusion.node and e.end is not None and made <= e.end <= now
+        if e.node == exclusion.node and e.end is not None and made < e.start and made <= e.end <= now
     ]  # fmt: skip
     return max(ended, key=lambda e: e.end or e.start) if ended else None
 

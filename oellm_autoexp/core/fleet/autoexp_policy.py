@@ -56,6 +56,9 @@ from oellm_autoexp.core.watch.startup import Startup, startup_limit
 PHASES = 4  # poll phases a fault can fall on (a quarter of the poll interval apart)
 EPOCH = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday: the simulated clock's zero
 JOB = "fleet"
+# The repair's drain is seen to begin this long after the fault: after any verdict (the slowest, a
+# start-up hang at the 1 h limit), so it is never the failure's own period (exclusions.py `repair_of`).
+JUDGED_WITHIN_S = 3600.0 + 600.0
 
 
 @dataclass(frozen=True)
@@ -262,10 +265,12 @@ class AutoexpPolicy:
         return verdict
 
     def _note_repair(self, fault: Fault, now: float) -> None:
-        """The down/drain period Slurm will show for the fault's node, if its repair is seen."""
+        """The down/drain period Slurm will show for the fault's node, if its repair is seen: the site
+        takes the node out after the failure was judged (a period that began before the exclusion is
+        the failure itself, core/decide/exclusions.py `repair_of`), and it is back when repaired."""
         if repair_seen(fault, self.judge.settings):
-            start = EPOCH + timedelta(seconds=now)
-            end = start + timedelta(seconds=fault.bad_for_s)
+            start = EPOCH + timedelta(seconds=now + JUDGED_WITHIN_S)
+            end = max(EPOCH + timedelta(seconds=now + fault.bad_for_s), start)
             self.events[fault.node] = NodeEvent(fault.node, start, end, "DOWN", fault.family)
 
     def _real(self, canonical: str, faulty: str) -> str:
