@@ -133,8 +133,8 @@ def score_excerpts(excerpts: Iterable[Excerpt], patterns: PatternSet) -> Score:
     return Score(tuple(read_excerpt(e, patterns) for e in excerpts))
 
 
-def format_score(score: Score, wrong_limit: int = 0) -> str:
-    """The per-class table, the confusion pairs and (up to `wrong_limit`) the wrong readings."""
+def format_score(score: Score, wrong_limit: int = 0, confusions: bool = True) -> str:
+    """The per-class table, the confusion pairs (unless not asked) and (up to `wrong_limit`) the wrong readings."""
     lines = [f"{'class':<24}{'n':>5}{'called':>8}{'precision':>11}{'recall':>8}"]
     lines += [
         f"{c.name:<24}{c.support:>5}{c.predicted:>8}{c.precision:>11.1%}{c.recall:>8.1%}"
@@ -143,10 +143,10 @@ def format_score(score: Score, wrong_limit: int = 0) -> str:
     right = sum(r.right for r in score.readings)
     lines.append(f"overall accuracy: {score.accuracy:.1%} ({right}/{len(score.readings)})")
     lines.append(f"excerpts mixing a root with its cascade: {score.mixed}")
-    confusions = score.confusions()
-    if confusions:
+    pairs = score.confusions() if confusions else []
+    if pairs:
         lines.append("confusions (expected -> got: count):")
-        lines += [f"  {e} -> {g}: {n}" for e, g, n in confusions]
+        lines += [f"  {e} -> {g}: {n}" for e, g, n in pairs]
     wrong = [r for r in score.readings if not r.right][:wrong_limit]
     for r in wrong:
         first = r.excerpt.text.splitlines()[0][:140] if r.excerpt.text else ""
