@@ -37,7 +37,7 @@ from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.verdict import Trigger
 from oellm_autoexp.daemon.session import plan_from_dict, restart_policy
 from oellm_autoexp.daemon.startup import startups
-from oellm_autoexp.daemon.watch import early_settings, past_decisions
+from oellm_autoexp.daemon.watch import early_settings, past_decisions, pause_schedule
 from oellm_autoexp.errors import UserError
 
 DEFAULT_GROUPS = {"monitoring": "megatron_production", "restart": "megatron_transient"}
@@ -55,9 +55,10 @@ def setup_from_config(
     """The setup an experiment's job would run with; without one, the shipped defaults + overrides."""
     if experiment is not None:
         config = load_jobs(experiment, overrides, config_dirs)[0].config
-        return setup_from_sections(
+        setup = setup_from_sections(
             config.monitoring, config.restart, config.executor, experiment, config_dirs
         )
+        return replace(setup, schedule=pause_schedule(config.backend))
     defaults = [{group: option} for group, option in DEFAULT_GROUPS.items()]
     composed = compose_mapping({"defaults": defaults}, SOURCE, overrides, search_path(config_dirs))
     # `experiment` is filled in by composition itself (a bare defaults list gets a name).

@@ -17,6 +17,7 @@ from oellm_autoexp.core.replay.read_times import ReadMark
 from oellm_autoexp.core.watch.attempt_view import AttemptView, EarlySettings
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.progress import StartupLimit
+from oellm_autoexp.core.watch.schedule import PauseSchedule, megatron_schedule
 from oellm_autoexp.plan.plan import JobPlan
 
 
@@ -37,7 +38,21 @@ class JobRuntime:
 
     def new_view(self, log_path: str | None, startup: StartupLimit | None = None) -> AttemptView:
         """An empty view of one run of an attempt's log (`startup`: its learned start-up limit)."""
-        return AttemptView(self.patterns, source=log_path, early=self.early_settings(), startup=startup)
+        return AttemptView(
+            self.patterns,
+            source=log_path,
+            early=self.early_settings(),
+            startup=startup,
+            schedule=pause_schedule(self.plan.config.backend),
+        )
+
+
+def pause_schedule(backend: object) -> PauseSchedule | None:
+    """When the job's loop pauses on purpose, from the backend it was launched with (Megatron's
+    arguments: core/watch/schedule.py); None for a backend whose schedule we cannot read."""
+    if getattr(backend, "kind", None) != "megatron_torchrun":
+        return None
+    return megatron_schedule(getattr(backend, "megatron", None) or {})
 
 
 def early_settings(settings: MonitorSettings, backend_in_job_restarts: bool = False) -> EarlySettings:

@@ -51,6 +51,7 @@ from oellm_autoexp.core.jobs.slurm_nodes import NodeEvent
 from oellm_autoexp.core.replay.replay import ReplaySetup, replay_lines
 from oellm_autoexp.core.watch.outcome import Outcome, OutcomeKind
 from oellm_autoexp.core.watch.progress import StartupLimit
+from oellm_autoexp.core.watch.schedule import PauseSchedule, megatron_schedule
 from oellm_autoexp.core.watch.startup import Startup, startup_limit
 
 PHASES = 4  # poll phases a fault can fall on (a quarter of the poll interval apart)
@@ -73,6 +74,15 @@ class Case:
     named: tuple[str, ...] = ()  # canonical nodes whose NCCL network errors the lines hold
 
 
+def simulated_schedule(settings: SimSettings) -> PauseSchedule:
+    """The simulated Megatron job's pauses: Megatron's default evaluation (100 iterations every 1000)
+    and a save every checkpoint interval, in iterations of `step_s` (it logs every iteration)."""
+    save_every = max(1, round(settings.checkpoint_s / settings.step_s))
+    schedule = megatron_schedule({"save_interval": save_every})
+    assert schedule is not None  # whole numbers only
+    return schedule
+
+
 @dataclass
 class Judge:
     """Replays of strikes through the monitor's own steps, cached per (family, variant, ...)."""
@@ -93,6 +103,8 @@ class Judge:
 
     def __post_init__(self) -> None:
         self.names = names_for(self.settings.nodes)
+        if self.setup.schedule is None:  # the simulated job's launch arguments, as the monitor reads them
+            self.setup = replace(self.setup, schedule=simulated_schedule(self.settings))
 
     def case(
         self, family: str, variant: int, at_startup: bool, phase: int, startups: tuple[Startup, ...] = ()

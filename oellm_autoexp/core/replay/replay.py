@@ -33,9 +33,9 @@ from oellm_autoexp.core.decide.policy import RestartPolicy
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.replay.log_end import LogEnd, assumed_end
 from oellm_autoexp.core.replay.recorded_log import RecordedLog
-from oellm_autoexp.core.watch import progress
 from oellm_autoexp.core.watch.attempt_view import AttemptView, EarlySettings
 from oellm_autoexp.core.watch.progress import HangConfig
+from oellm_autoexp.core.watch.schedule import PauseSchedule
 from oellm_autoexp.core.watch.startup import Startup, startup_limit
 from oellm_autoexp.core.watch.verdict import FatalMark, Trigger, Verdict
 
@@ -73,6 +73,9 @@ class ReplaySetup:
     # The start-ups of the job's attempts before this one, oldest first: the learned start-up limit
     # (core/watch/startup.py), as the monitor gives it from its attempts table. Empty: startup_timeout_s.
     startups: tuple[Startup, ...] = ()
+    # When the job's loop pauses on purpose (core/watch/schedule.py), as the monitor reads it from
+    # the job's launch arguments. None: unknown (the plain progress floor).
+    schedule: PauseSchedule | None = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,9 @@ class _Replay:
         self.setup, self.slurm = setup, slurm
         self.every_poll = every_poll  # run the polls at which nothing can happen too (the reference)
         startup = startup_limit(setup.startups, setup.hang) if setup.hang is not None else None
-        self.view = AttemptView(setup.patterns, source=source, early=setup.early, startup=startup)
+        self.view = AttemptView(
+            setup.patterns, source=source, early=setup.early, startup=startup, schedule=setup.schedule
+        )
         self.result = ReplayResult(slurm.running_at_s, slurm)
         self.next_poll = slurm.running_at_s
         self.last_tick = -math.inf
@@ -151,7 +156,7 @@ class _Replay:
         """Polls before `until_s` at which nothing can happen, passed over without running them.
 
         Such a poll would find the tracker started, no fatal line pending, and no hang verdict
-        possible before progress.next_deadline_s (nothing is read in between); the clock moves
+        possible before the view's next_hang_deadline_s (nothing is read in between); the clock moves
         exactly as `_tick` moves it (one `poll_s` per poll). A log with a line every second and a
         10 s poll has a poll per ten lines: running each cost more than reading the lines.
         """
@@ -164,7 +169,8 @@ class _Replay:
             return
         bound = until_s
         if self.setup.hang is not None and not self.decided_early:
-            bound = min(bound, progress.next_deadline_s(view.tracker, self.setup.hang, view.startup))
+            deadline = view.next_hang_deadline_s(self.setup.hang)
+            bound = bound if deadline is None else min(bound, deadline)
         t, poll_s, last = self.next_poll, self.setup.poll_s, None
         while t < bound:
             last, t = t, t + poll_s
@@ -200,8 +206,8 @@ class _Replay:
         tracker = self.view.tracker
         if self.view.fatal_due_s() is not None or hang is None or tracker is None or self.done:
             return tick
-        deadline = progress.next_deadline_s(tracker, hang, self.view.startup)
-        if deadline <= tick:
+        deadline = self.view.next_hang_deadline_s(hang)
+        if deadline is None or deadline <= tick:
             return tick
         return self.next_poll + self.setup.poll_s * math.ceil((deadline - self.next_poll) / self.setup.poll_s)
 

@@ -53,6 +53,7 @@ from oellm_autoexp.core.watch import progress
 from oellm_autoexp.core.watch.evidence import Evidence
 from oellm_autoexp.core.watch.outcome import OutcomeKind
 from oellm_autoexp.core.watch.progress import HangConfig, ProgressEvent, ProgressState, StartupLimit
+from oellm_autoexp.core.watch.schedule import PauseSchedule
 from oellm_autoexp.core.watch.verdict import FatalMark, Trigger, Verdict
 
 DEFAULT_SETTLE_S = 5.0  # torchrun's exit summary follows the dead rank's lines within ~1-2 s
@@ -142,6 +143,7 @@ class AttemptView:
         source: str | None = None,
         early: EarlySettings | None = None,
         startup: StartupLimit | None = None,
+        schedule: PauseSchedule | None = None,
     ) -> None:
         # The last STEP_SAMPLES + 1 lines of a run of iteration lines keep the tracker's interval
         # samples and the log interval what reading every line would give.
@@ -150,6 +152,9 @@ class AttemptView:
         # The start-up limit learned from the job's earlier attempts (core/watch/startup.py);
         # None: HangConfig.startup_timeout_s.
         self.startup = startup
+        # When the loop pauses on purpose (evaluation, saves), from the job's launch arguments
+        # (core/watch/schedule.py); None: unknown, the plain progress floor everywhere.
+        self.schedule = schedule
         self.first_iteration_s: float | None = None  # when the first iteration line was read
         self.tracker: ProgressState | None = None  # started when first seen running (or a line is read)
         self.first_fatal: FatalMark | None = None  # the first fatal line not yet healed
@@ -385,13 +390,21 @@ class AttemptView:
             f"({'none seen' if best is None else f'best {best}'}, latest {self.last_iteration})"
         )
 
+    def next_hang_deadline_s(self, config: HangConfig) -> float | None:
+        """The earliest time a hang verdict is possible if nothing more is read (progress.next_deadline_s)."""
+        if self.tracker is None:
+            return None
+        lowest = progress.lowest_floor_s(config, self.schedule)
+        return progress.next_deadline_s(self.tracker, config, self.startup, lowest)
+
     def hang_verdict(self, now: float, config: HangConfig) -> Verdict | None:
         """The tracker's hang verdict, judged on the root cause when the log holds one."""
         if self.tracker is None:
             return None
         if self.first_fatal is not None and self.early.in_job_restarts:
             return None  # the recovery window decides: the launcher may be restarting workers
-        hang = progress.check_hang(self.tracker, now, config, self.startup)
+        floor = progress.progress_floor(self.tracker, config, self.schedule, self.log_stride)
+        hang = progress.check_hang(self.tracker, now, config, self.startup, floor)
         if hang is None:
             return None
         root = self.cause(roots_only=True, now=now)

@@ -332,7 +332,7 @@ def test_a_silent_hang_s_node_is_blamed_from_the_stack_dump_probe_only_while_it_
     names the node (core/decide/stack_dump_blame.py, docs/hang.md)."""
     mix = read_mix("llama3")
     variants = mix.families["hang"].variants
-    silent = next(i for i, v in enumerate(variants) if any(line.after_probe for line in v.lines))
+    silent = next(i for i, v in enumerate(variants) if all(line.after_probe for line in v.lines))
     settings = settings_from(mix.settings, WEEK, "test")
     judge = Judge(setup, mix, settings)
     off = Judge(replace(setup, hang=setup.hang.model_copy(update={"stack_dump_signal": None})), mix, settings)
