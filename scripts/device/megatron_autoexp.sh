@@ -27,6 +27,12 @@
 #             at the fourth ("retry budget exhausted (attempt 4/3)"); refill_on_training gives each
 #             restart back (every attempt trained and died somewhere new): the fifth completes
 #
+# Session 9's silent hang, with SCENARIOS="... silent":
+#   silent    rank 1 frozen at iteration 60 as in `stop`, but NCCL's watchdog is 5 min away and the
+#             scheduled floor is 15 s (monitoring.hang.scheduled_floor_s): tiny_gpt saves every 50 and
+#             never evaluates, so nothing is due between 60 and 69: hang verdict ~15 s after the last
+#             line, restart, resume, complete (the plain floor, 90 s here, would wait six times longer)
+#
 #   OUT=/tmp/out scripts/device/megatron_autoexp.sh          # on the 2-GPU machine (~6 min)
 #   FAKE=1 OUT=/tmp/out scripts/device/megatron_autoexp.sh   # CPU dry run with stand-in ranks
 set -uo pipefail
@@ -97,9 +103,9 @@ walltime() {
   wait
 }
 
-# freeze_or_kill NAME SIGNAL PORT: at iteration 60 of attempt 1, SIGNAL to rank 1.
+# freeze_or_kill NAME SIGNAL PORT [OVERRIDES...]: at iteration 60 of attempt 1, SIGNAL to rank 1.
 freeze_or_kill() {
-  scenario "$1" "$3" &
+  scenario "$1" "$3" "${@:4}" &
   if at_iteration "$1" 60; then
     local pid
     pid=$(python3 scripts/device/rank_pid.py "/.megatron_autoexp/$1/outputs/" 1) \
@@ -151,6 +157,10 @@ for s in $SCENARIOS; do
     oom) scenario oom 29602 "${OOM[@]}" & watch_fatal oom 'OutOfMemoryError' & ;;
     stop) freeze_or_kill stop STOP 29603 & watch_fatal stop 'Watchdog caught collective operation timeout' & ;;
     kill9) freeze_or_kill kill9 KILL 29604 & watch_fatal kill9 'exitcode: -9|exitcode *: -9' & ;;
+    silent)
+      freeze_or_kill silent STOP 29609 monitoring.hang.scheduled_floor_s=15 \
+        backend.megatron.distributed_timeout_minutes=5 &
+      watch_fatal silent 'Watchdog caught collective operation timeout' & ;;
     loadfail) loadfail & watch_fatal loadfail 'Error|error|Exception' & ;;
     linger)
       # rank 1 raises at iteration 120 and its process stays (a non-daemon thread): rank 0 blocks in NCCL

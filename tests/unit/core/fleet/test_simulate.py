@@ -341,3 +341,21 @@ def test_a_silent_hang_s_node_is_blamed_from_the_stack_dump_probe_only_while_it_
         assert probed.cause == plain.cause == "hang"
         assert probed.blamed == (judge.names.node,) and plain.blamed == ()
         assert probed.detect_s == plain.detect_s + setup.hang.stack_dump_wait_s
+
+
+def test_a_silent_hang_mid_training_is_judged_at_the_scheduled_floor_not_the_plain_one(setup):
+    """The simulated job's schedule (a save every checkpoint interval, Megatron's default evaluation) has
+    no pause due where the silent hang stands: the verdict comes after `scheduled_floor_s` plus the probe's
+    wait, within a poll; with the scheduled floor off it comes after `progress_floor_s`."""
+    mix = read_mix("llama3")
+    variants = mix.families["hang"].variants
+    silent = next(i for i, v in enumerate(variants) if all(line.after_probe for line in v.lines))
+    settings = settings_from(mix.settings, WEEK, "test")
+    hang = setup.hang
+    off = replace(setup, hang=hang.model_copy(update={"scheduled_floor_s": None}))
+    poll, wait = setup.poll_s, hang.stack_dump_wait_s
+    early = Judge(setup, mix, settings).case("hang", silent, False, 0)
+    plain = Judge(off, mix, settings).case("hang", silent, False, 0)
+    assert abs(early.detect_s - (hang.scheduled_floor_s + wait)) <= poll
+    assert abs(plain.detect_s - (hang.progress_floor_s + wait)) <= poll
+    assert early.cause == plain.cause == "hang" and early.blamed == plain.blamed

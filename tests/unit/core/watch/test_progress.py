@@ -22,10 +22,13 @@ from oellm_autoexp.core.watch.progress import (
     advance,
     advance_iterations,
     check_hang,
+    lowest_floor_s,
     next_deadline_s,
+    progress_floor,
     progress_limit_s,
     start,
 )
+from oellm_autoexp.core.watch.schedule import PauseSchedule
 
 # Small, distinct values so each clock is recognisable in a failure message.
 CONFIG = HangConfig(
@@ -204,7 +207,8 @@ def test_production_defaults() -> None:
         config.progress_floor_s,
         config.checkpoint_grace_s,
         config.startup_timeout_s,
-    ) == (1800.0, 10.0, 900.0, 3600.0, 3600.0)
+        config.scheduled_floor_s,
+    ) == (1800.0, 10.0, 900.0, 3600.0, 3600.0, 300.0)
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -271,3 +275,59 @@ def test_a_save_keeps_its_grace_over_a_warning_and_its_end_clears_it() -> None:
     assert check_hang(state, 200.0, WARNED) is None  # the save's grace (500 s) still runs
     done = advance(state, CheckpointDone(), 300.0)
     assert done.warned_s is None and check_hang(done, 330.0, WARNED) is None
+
+
+SCHEDULED = CONFIG.model_copy(
+    update={"progress_floor_s": 200.0, "scheduled_floor_s": 50.0, "no_output_timeout_s": 1000.0}
+)
+EVERY_100 = PauseSchedule((("evaluation", 100),), "megatron eval_interval=100")
+
+
+def test_the_scheduled_floor_applies_once_the_interval_is_known_and_nothing_is_due() -> None:
+    """Three intervals measured and no evaluation due after iteration 40 (stride 10): 50 s, not 200 s."""
+    state = replay(iterations(5.0, 4))  # iterations 10..40, three intervals
+    floor = progress_floor(state, SCHEDULED, EVERY_100, stride=10)
+    assert floor.s == 50.0 and "no evaluation or save due before iteration 50" in floor.why
+    assert check_hang(state, 25.0 + 50.0, SCHEDULED, floor=floor) is None
+    verdict = check_hang(state, 25.0 + 51.0, SCHEDULED, floor=floor)
+    assert verdict is not None and verdict.kind is HangKind.NO_PROGRESS
+    assert "floor 50s: no evaluation or save due" in verdict.detail
+    assert next_deadline_s(state, SCHEDULED, floor_s=lowest_floor_s(SCHEDULED, EVERY_100)) == 75.0
+
+
+@pytest.mark.parametrize(
+    ("count", "schedule", "stride", "why"),
+    [
+        (3, EVERY_100, 10, ""),  # two intervals: the first slow steps are not an interval yet
+        (4, None, 10, ""),  # no schedule: any iteration may be an evaluation's
+        (4, EVERY_100, None, ""),  # no stride: the range of pauses is unknown
+        (10, EVERY_100, 10, "evaluation due after iteration 100"),  # stands at 100: an evaluation runs
+    ],
+)
+def test_the_plain_floor_stays_where_a_pause_may_be_due(
+    count: int, schedule: PauseSchedule | None, stride: int | None, why: str
+) -> None:
+    state = replay(iterations(5.0, count))
+    floor = progress_floor(state, SCHEDULED, schedule, stride)
+    assert floor.s == 200.0 and why in floor.why
+    assert check_hang(state, state.progress_s + 199.0, SCHEDULED, floor=floor) is None
+
+
+def test_a_scheduled_floor_at_or_above_the_plain_one_or_off_changes_nothing() -> None:
+    state = replay(iterations(5.0, 4))
+    for config in (
+        SCHEDULED.model_copy(update={"scheduled_floor_s": None}),
+        SCHEDULED.model_copy(update={"scheduled_floor_s": 300.0}),
+    ):
+        assert progress_floor(state, config, EVERY_100, 10).s == 200.0
+        assert lowest_floor_s(config, EVERY_100) == 200.0
+
+
+def test_the_deadline_bound_is_never_later_than_a_verdict_that_more_lines_could_bring() -> None:
+    """Standing at an evaluation's iteration the floor is the plain one, but the next line may move the
+    counter off it: the replay's bound (lowest_floor_s) must allow the scheduled floor's verdict."""
+    state = replay(iterations(5.0, 10))  # stands at 100
+    bound = next_deadline_s(state, SCHEDULED, floor_s=lowest_floor_s(SCHEDULED, EVERY_100))
+    moved = advance(state, Iteration(110), 56.0)
+    verdict_at = moved.progress_s + progress_floor(moved, SCHEDULED, EVERY_100, 10).s
+    assert bound <= verdict_at
