@@ -6,6 +6,8 @@ same job under `autoexp run`): the monitor's own view and judge step, fed the re
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -17,6 +19,8 @@ from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.watch.attempt_view import AttemptView
 from oellm_autoexp.core.watch.outcome import OutcomeKind
+from oellm_autoexp.core.watch.progress import HangConfig
+from oellm_autoexp.core.watch.schedule import megatron_schedule
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 PATTERNS = load_patterns(["megatron_production"])
@@ -101,3 +105,38 @@ def test_a_burst_of_kills_short_of_the_best_iteration_is_restarted_each_time() -
         )
     assert [p.decision.action for p in past] == [DecisionAction.RESTART] * 3 + [DecisionAction.STOP]
     assert past[-1].decision.reason == "retry budget exhausted (attempt 4/3)"
+
+
+def _read_until_iteration(view: AttemptView, name: str, last: int) -> float:
+    """Feed the log's lines up to and including iteration `last`'s, each at its own logged time; that time."""
+    stamp = re.compile(r"^ \[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] iteration +(\d+)/")
+    at = 0.0
+    for line in (LOGS / name).read_text(errors="replace").splitlines():
+        found = stamp.match(line)
+        if found:
+            at = datetime.fromisoformat(found.group(1)).replace(tzinfo=UTC).timestamp()
+            view.mark_running(at)
+        view.read([line], at)
+        if found and int(found.group(2)) == last:
+            return at
+    raise AssertionError(f"iteration {last} not in {name}")
+
+
+def test_a_silent_stall_where_nothing_is_due_is_judged_at_the_learned_limit_not_the_plain_floor() -> None:
+    """2 x H200, 2026-11-26 (session 9's `silent` scenario): rank 1 frozen after iteration 60 of tiny_gpt (saves
+    every 50, no evaluation); NCCL's watchdog was 5 min away. With the schedule the monitor reads from the
+    launch arguments and `scheduled_floor_s: 15`, the limit is 10 x the 3.8 s log interval (38 s): the
+    monitor restarted 38 s after the last line. Without a schedule the scenario's plain floor (90 s) holds."""
+    hang = HangConfig(no_output_timeout_s=150, progress_factor=10, progress_floor_s=90, scheduled_floor_s=15)
+    schedule = megatron_schedule({"save_interval": 50, "eval_iters": 0})
+    view = AttemptView(PATTERNS, schedule=schedule)
+    last = _read_until_iteration(view, "megatron_autoexp/silent_attempt1.log", 60)
+    verdict = view.hang_verdict(last + 45.0, hang)
+    assert verdict is not None and verdict.hang is not None
+    assert 30.0 <= verdict.hang.limit_s <= 45.0
+    assert "no evaluation or save due before iteration 70" in verdict.hang.detail
+    plain = AttemptView(PATTERNS)
+    _read_until_iteration(plain, "megatron_autoexp/silent_attempt1.log", 60)
+    assert plain.hang_verdict(last + 45.0, hang) is None
+    late = plain.hang_verdict(last + 91.0, hang)
+    assert late is not None and late.hang is not None and late.hang.limit_s == 90.0
