@@ -40,7 +40,7 @@ from oellm_autoexp.daemon.replay_runs import setup_from_config
 SETTINGS = ("llama3", "byterobust", "kokolis")
 POLICIES = ("oracle", "oracle_paged", "autoexp", "upstream", "upstream_main", "none")
 GOAL_S = 60.0
-NOISE_SEEDS = (2, 3)  # the same year under other seeds: how much of a gap is the draw's
+NOISE_SEEDS = (2, 3, 4, 5)  # the same year under other seeds: how much of a gap is the draw's
 PREFLIGHT_S = 60.0  # the check's budget on 1,000 nodes (docs/preflight.md): a conservative cost
 SUSPICION: dict[str, Any] = {
     "preflight_s": PREFLIGHT_S, "preflight_catches": ("gpu_hw", "network_link"), "preflight_on_suspicion": True,

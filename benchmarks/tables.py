@@ -353,6 +353,12 @@ def fleet_ettr(d: dict[str, Any]) -> list[str]:
             f"seed {k}: paged oracle {v['oracle_paged']:.3f}, ours {v['autoexp']:.3f}, `fleet` {v['autoexp_fleet']:.3f}, "
             f"upstream {v['upstream']:.3f}" for k, v in seeds.items()
         )  # fmt: skip
+        gaps = [p["autoexp"]["gap_to_oracle_paged_points"]] + [
+            100 * (v["oracle_paged"] - v["autoexp"]) for v in seeds.values()
+        ]
+        out += ["", f"Ours (shipped) behind the paged oracle over seeds 1-{len(gaps)}: mean {sum(gaps) / len(gaps):.2f} "
+                    f"points (from {min(gaps):.2f} to {max(gaps):.2f}); one seed's gap moves by tenths with the hour "
+                    "a stop happens to wait for its human."]  # fmt: skip
         out += ["", f"Margin per month, GPU-hours: ours (shipped) vs upstream {margin('autoexp', 'upstream')}, "
                     f"vs none {margin('autoexp', 'none')}; `restart=fleet` vs upstream {margin('autoexp_fleet', 'upstream')}. "
                     f"Other seeds (the draw's spread): {spread or '-'}.", ""]  # fmt: skip
