@@ -65,6 +65,8 @@ OURS_AGAIN: tuple[tuple[str, tuple[str, ...], dict[str, Any]], ...] = (
     ("autoexp_startup_1h", ("+monitoring.hang.startup_floor_s=3600",), {}),
     # The shipped default without the silent-hang probe (before #29's stack dumps).
     ("autoexp_no_stack_probe", (NO_PROBE,), {}),
+    # The shipped default without the scheduled floor (the plain 15-min floor everywhere, before session 9).
+    ("autoexp_plain_floor", ("monitoring.hang.scheduled_floor_s=null",), {}),
 )
 # One default changed at a time, on the Llama 3 setting with restart=fleet: (label, monitor
 # overrides, simulation settings, a change to the mix).

@@ -312,6 +312,7 @@ FLEET_ROWS = (
     ("ours, `restart=fleet` + pre-flight on suspicion (pairwise)", "autoexp_fleet_suspicion"),
     ("ours, shipped default, exclusions as before #29 (a fixed 24 h, no repair seen, no cap)", "autoexp_exclusions_24h"),
     ("ours, shipped default without the silent-hang stack-dump probe (as before)", "autoexp_no_stack_probe"),
+    ("ours, shipped default with the plain 15-min hang floor everywhere (before session 9)", "autoexp_plain_floor"),
     ("upstream production (prod/oellm_32b_dense, auto_restart_ckptreset)", "upstream"),
     ("upstream main (state restarts, 300 s inactivity)", "upstream_main"),
     ("no supervisor (a human looks twice a day)", "none"),
