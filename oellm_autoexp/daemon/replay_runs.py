@@ -201,8 +201,9 @@ def job_setup(job: JobInfo, overrides: Sequence[str], config_dirs: Sequence[str]
     own["defaults"] = []
     composed = compose_mapping(own, f"job {job.name}", overrides, search_path(config_dirs))
     data = composed.data
-    return setup_from_sections(data.get("monitoring", {}), data.get("restart", {}), config.executor,
-                               f"job {job.name}", config_dirs)  # fmt: skip
+    setup = setup_from_sections(data.get("monitoring", {}), data.get("restart", {}), config.executor,
+                                f"job {job.name}", config_dirs)  # fmt: skip
+    return replace(setup, schedule=pause_schedule(config.backend))  # as the monitor read it
 
 
 def attempt_inputs(store: SQLiteStore, job: JobInfo, setup: ReplaySetup) -> list[AttemptInput]:
