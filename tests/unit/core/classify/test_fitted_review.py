@@ -1,0 +1,70 @@
+"""Rules written in the review of the fitted corpus's misses (issue #26), each from what its emitter prints.
+
+Every case is a log as a whole (several lines): the rules decide by what else the log holds. A
+vendor library that could not start (cuDNN's and cuBLAS's NOT_INITIALIZED, ARCH_MISMATCH and version
+statuses) is configuration unless an earlier CUDA error or an OOM explains it. The lines are written for
+these tests from the emitters' formats; none is quoted from the held-out corpus.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+from oellm_autoexp.core.classify.classifier import classify_lines
+from oellm_autoexp.core.classify.root_cause import log_cause
+
+PATTERNS = load_patterns(["megatron_production"])
+
+
+def cause_of(lines: list[str]) -> str | None:
+    cause = log_cause(classify_lines(lines, PATTERNS))
+    return cause.error_type if cause is not None else None
+
+
+LIBRARY_SETUP = [
+    # cuDNN's and cuBLAS's "could not start" statuses in every wrapper's words: configuration
+    (["RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED"], "config_error"),
+    (["Error in CuDNN: CUDNN_STATUS_NOT_INITIALIZED"], "config_error"),
+    (
+        [
+            "E tensorflow/stream_executor/cuda/cuda_dnn.cc:329] could not create cudnn handle: CUDNN_STATUS_NOT_INITIALIZED"
+        ],
+        "config_error",
+    ),
+    (
+        ["RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`"],
+        "config_error",
+    ),
+    (["RuntimeError: cuDNN error: CUDNN_STATUS_VERSION_MISMATCH"], "config_error"),
+    # a kernel that failed stays the job's CUDA error
+    (["RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR"], "cuda_error"),
+    (
+        [
+            "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`"
+        ],
+        "cuda_error",
+    ),
+    # an earlier device-side assert (the context is unusable, the handle creation then fails) is the cause
+    (
+        [
+            "../aten/src/ATen/native/cuda/Indexing.cu:1146: indexSelectLargeIndex: block: [18,0,0], thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+            "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`",
+        ],
+        "cuda_error",
+    ),
+    # ... and so is a CUDA OOM (cudnnCreate could not allocate its handle)
+    (
+        [
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.10 GiB",
+            "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED",
+        ],
+        "oom",
+    ),
+]
+
+
+@pytest.mark.parametrize(("lines", "expected"), LIBRARY_SETUP)
+def test_a_library_that_could_not_start_is_configuration(lines: list[str], expected: str) -> None:
+    """cuDNN/cuBLAS setup statuses read config_error alone, never over an earlier CUDA error or an OOM."""
+    assert cause_of(lines) == expected
