@@ -68,3 +68,38 @@ LIBRARY_SETUP = [
 def test_a_library_that_could_not_start_is_configuration(lines: list[str], expected: str) -> None:
     """cuDNN/cuBLAS setup statuses read config_error alone, never over an earlier CUDA error or an OOM."""
     assert cause_of(lines) == expected
+
+
+STEP = "slurmstepd: error: *** STEP 4714782.0 ON gpu-001 CANCELLED AT 2023-11-29T15:47:21 ***"
+STEP_CANCELS = [
+    # alone (or with the job's own chatter and srun's teardown): the step was cancelled from outside
+    ([STEP], "cancelled"),
+    (
+        [
+            "epoch 3 step 1200 loss 2.31",
+            STEP,
+            "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+        ],
+        "cancelled",
+    ),
+    # a task that failed shows itself: srun's exit-code line makes the cancel srun's own teardown
+    (["srun: error: gpu-001: task 0: Exited with exit code 1", STEP], None),
+    (["[E] failed (exitcode: 1) local_rank: 0 (pid: 4242) of binary: /usr/bin/python3", STEP], "exception"),
+    # any cause in view is the cause
+    (["RuntimeError: CUDA error: an illegal memory access was encountered", STEP], "cuda_error"),
+    (
+        [
+            STEP,
+            "slurmstepd: error: *** JOB 4714782 ON gpu-001 CANCELLED AT 2023-11-29T15:48:20 DUE TO PREEMPTION ***",
+        ],
+        "preempted",
+    ),
+]
+
+
+@pytest.mark.parametrize(("lines", "expected"), STEP_CANCELS)
+def test_a_bare_step_cancel_with_nothing_else_is_a_cancel_from_outside(
+    lines: list[str], expected: str | None
+) -> None:
+    """Slurm < 24.05's reasonless STEP cancel: `cancelled` only when no cause and no failed task is in view."""
+    assert cause_of(lines) == expected
