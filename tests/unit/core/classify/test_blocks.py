@@ -207,8 +207,11 @@ def test_the_shipped_patterns_let_the_fields_decide(line: str, expected: str | N
         ("RuntimeError: DataLoader worker (pid 7) is killed by signal: Floating point exception.", "segfault"),
         ("RuntimeError: DataLoader worker (pid 7) is killed by signal: Bus error. It is possible that dataloader's", "oom"),
         ("RuntimeError: DataLoader worker (pid 7) is killed by signal: Interrupt.", None),  # Ctrl-C: teardown
-        # fairseq's scaler: below --min-loss-scale (1e-4) the next step raises; above it a routine skip
+        # fairseq's scaler: a scale whose next halving reaches --min-loss-scale (1e-4) is the last before it
+        # raises (below the floor: a lowered floor, already collapsed); two halvings away, a routine skip
         ("| WARNING: overflow detected, setting loss scale to: 6.103515625e-05", "numerical_instability"),
+        ("2021-05-02 08:15:30 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 0.0001220703125", "numerical_instability"),
+        ("2021-05-02 08:15:30 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 0.000244140625", None),
         ("2020-03-23 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 0.5", None),
         (" WARNING: Overflow detected, setting loss scale to 16384.0", None),
     ],
