@@ -103,3 +103,52 @@ def test_a_bare_step_cancel_with_nothing_else_is_a_cancel_from_outside(
 ) -> None:
     """Slurm < 24.05's reasonless STEP cancel: `cancelled` only when no cause and no failed task is in view."""
     assert cause_of(lines) == expected
+
+
+LATEST = (
+    "[2025-01-07 10:02:11,481] [WARNING] [engine.py:2911:load_checkpoint] Unable to find latest file at"
+    " runs/exp7/latest, if trying to load latest checkpoint please ensure this file exists or pass an explicit"
+    " checkpoint tag when loading a checkpoint."
+)
+DEEPSPEED_LOADS = [
+    # the warning alone: a job that resumes if it can starts fresh
+    ([LATEST], None),
+    ([LATEST, "epoch 0 step 10 loss 7.12"], None),
+    # a traceback at once after it: the caller failed on the empty load (the path holds no DeepSpeed checkpoint)
+    ([LATEST, "[rank0]: Traceback (most recent call last):"], "config_error"),
+    (
+        [
+            LATEST,
+            "Traceback (most recent call last):",
+            "RuntimeError: DeepSpeed was unable to load the checkpoint. Ensure you passed in a DeepSpeed compatible"
+            " checkpoint or a single checkpoint file by setting `DeepSpeedStrategy(..., load_full_weights=True)`.",
+        ],
+        "config_error",
+    ),
+    # a traceback much later, or one whose own last line is read, is not about the load
+    ([LATEST, *[f"epoch 0 step {i} loss 7.1" for i in range(5)], "Traceback (most recent call last):"], None),
+    (
+        [
+            LATEST,
+            "Traceback (most recent call last):",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ],
+        "oom",
+    ),
+]
+
+
+@pytest.mark.parametrize(("lines", "expected"), DEEPSPEED_LOADS)
+def test_a_raise_right_after_deepspeed_found_no_latest_file_is_configuration(
+    lines: list[str], expected: str | None
+) -> None:
+    """DeepSpeed's `Unable to find latest file` is no cause alone; a traceback right after it is the failed load."""
+    assert cause_of(lines) == expected
+
+
+def test_every_after_names_a_shipped_pattern() -> None:
+    """An `after:` (catalog patterns are named by position, `checkpoint_files.18`) names a pattern of the set."""
+    names = set(PATTERNS.names())
+    afters = [(p.name, p.after) for p in PATTERNS.patterns if p.after is not None]
+    assert ("deepspeed_latest_missing_raised", "checkpoint_files.18") in afters
+    assert [(name, after) for name, after in afters if after not in names] == []
