@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from oellm_autoexp.core.classify.signals import Signal
+from oellm_autoexp.core.classify.xid_repeats import repeated_application_xid
 
 EVIDENCE_LINES = 8
 
@@ -111,8 +112,12 @@ def log_cause(signals: Sequence[Signal]) -> Signal | None:
     down for a failed worker is that death's consequence: with NCCL on one host, a dead peer is
     not reported, the survivors just time out later. The silent death wins over it. With no cause
     and no death at all, a step Slurm cancelled without a reason is the weakest reading
-    (`outside_cancel`).
+    (`outside_cancel`). Application Xids that recur on one GPU for several processes are read as
+    that GPU's too (xid_repeats.py), a root at the GPU's priority.
     """
+    repeated = repeated_application_xid(signals)
+    if repeated is not None:
+        signals = [*signals, repeated]
     cause = root_cause(signals)
     if cause is not None and cause.role == "root":
         return cause

@@ -152,3 +152,35 @@ def test_every_after_names_a_shipped_pattern() -> None:
     afters = [(p.name, p.after) for p in PATTERNS.patterns if p.after is not None]
     assert ("deepspeed_latest_missing_raised", "checkpoint_files.18") in afters
     assert [(name, after) for name, after in afters if after not in names] == []
+
+
+def xid(pci: str, code: int, pid: int) -> str:
+    return (
+        f"[Mon Mar  3 10:0{pid % 10}:00 2025] NVRM: Xid (PCI:0000:{pci}:00): {code}, pid={pid}, Ch 00000008"
+    )
+
+
+XID_PATTERNS = [
+    # the application's Xids for three different processes on one GPU, on no other: that GPU
+    ([xid("3d", 43, 101), xid("3d", 43, 202), xid("3d", 31, 303)], "gpu_hardware"),
+    ([xid("3d", 43, 101), xid("3d", 43, 202), xid("3d", 43, 303), xid("db", 31, 404)], "gpu_hardware"),
+    # one process's burst, or two processes: the application's (NVIDIA's "solo, no burst: CHECK_APP")
+    ([xid("3d", 13, 101), xid("3d", 13, 101), xid("3d", 13, 101), xid("3d", 43, 101)], "cuda_error"),
+    ([xid("3d", 31, 101), xid("3d", 31, 202)], "cuda_error"),
+    # the same on several GPUs: the application is the common factor ("repeat to diff GPU: CHECK_APP")
+    ([*(xid("3d", 31, p) for p in (1, 2, 3)), *(xid("db", 31, p) for p in (4, 5, 6))], "cuda_error"),
+    # Slurm's node failure stays above the GPU
+    (
+        [
+            *(xid("3d", 43, p) for p in (1, 2, 3)),
+            "slurmstepd: error: *** JOB 77 ON gpu-001 CANCELLED AT 2025-03-03T10:09:00 DUE TO NODE FAILURE ***",
+        ],
+        "node_failure",
+    ),
+]
+
+
+@pytest.mark.parametrize(("lines", "expected"), XID_PATTERNS)
+def test_application_xids_recurring_on_one_gpu_are_the_gpus(lines: list[str], expected: str) -> None:
+    """NVIDIA's Xid workflow: repeats on the same GPU (via PCI id) are a possible hardware issue."""
+    assert cause_of(lines) == expected
