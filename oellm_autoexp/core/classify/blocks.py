@@ -399,19 +399,23 @@ def decide_worker_signal(line: str) -> str | None:
     return class_of_field(_WORKER_SIGNAL, WORKER_SIGNAL_CLASS, line)
 
 
-# fairseq's DynamicLossScaler raises FloatingPointError once the scale would go below
-# --min-loss-scale (default 1e-4; fairseq/optim/dynamic_loss_scaler.py): a scale set below it
-# is the collapse, one above it a routine overflow skip (healthy).
+# fairseq's DynamicLossScaler (fairseq/optim/dynamic_loss_scaler.py check_overflow; fp16_optimizer.py
+# in 0.6) divides the scale by its factor (2) on an overflow and raises FloatingPointError instead of
+# printing when the result is at or below --min-loss-scale (default 1e-4): every printed scale is above
+# the floor. One that a single further halving takes to the floor (X / 2 <= 1e-4: 1.22e-4 from the
+# usual powers of two) is the last step before the run ends, the collapse; 2.44e-4 and above is a
+# routine overflow skip (healthy). A scale below 1e-4 is printed only under a lowered floor.
 MIN_LOSS_SCALE = 1e-4
+SCALE_FACTOR = 2.0
 _SCALE = re.compile(r"setting loss scale to:? (?P<value>[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)")
 
 
 def decide_loss_scale_value(line: str) -> str | None:
-    """`overflow detected, setting loss scale to: X`: numerical_instability when X < MIN_LOSS_SCALE."""
+    """`overflow detected, setting loss scale to: X`: numerical_instability when X / 2 <= MIN_LOSS_SCALE."""
     m = _SCALE.search(line)
     if m is None:
         return None
-    return "numerical_instability" if float(m.group("value")) < MIN_LOSS_SCALE else None
+    return "numerical_instability" if float(m.group("value")) / SCALE_FACTOR <= MIN_LOSS_SCALE else None
 
 
 # A pattern's `decide:` names one of these: its line's fields, not the pattern, give the class.

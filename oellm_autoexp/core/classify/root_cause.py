@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from oellm_autoexp.core.classify.signals import Signal
+from oellm_autoexp.core.classify.xid_repeats import repeated_application_xid
 
 EVIDENCE_LINES = 8
 
@@ -82,19 +83,49 @@ def silent_death(signals: Sequence[Signal]) -> Signal | None:
     )  # fmt: skip
 
 
+OUTSIDE_CANCEL_PATTERN = "step_cancelled_from_outside"  # the cause of a bare step cancel nothing explains
+
+
+def outside_cancel(signals: Sequence[Signal]) -> Signal | None:
+    """A step Slurm ended by a signal with no reason given, in a log that shows no failed task.
+
+    Slurm before 24.05 prints the same bare `*** STEP 12.0 ON n1 CANCELLED AT <time> ***` for
+    SIGTERM/SIGKILL sent to the step (scancel, srun itself killed) and for srun's kill after a task
+    failed (slurmstepd req.c; 24.05 splits them into `DUE to SIGNAL` and `DUE TO TASK FAILURE`). A
+    failed task shows itself (srun's `Exited with exit code`, torchrun's first failure: a
+    `worker_failed` line); without one the step was cancelled from outside. Returned as a synthetic
+    `cancelled` root made from the step's line; only asked when nothing else explains the log.
+    """
+    step = next((s for s in signals if s.teardown_start == "step_signalled"), None)
+    if step is None or any(s.teardown_start == "worker_failed" for s in signals):
+        return None
+    return Signal(
+        pattern=OUTSIDE_CANCEL_PATTERN, error_type="cancelled", subsystem="slurm", role="root",
+        line=step.line, line_no=step.line_no, groups=step.groups, rank=step.rank, source=step.source,
+    )  # fmt: skip
+
+
 def log_cause(signals: Sequence[Signal]) -> Signal | None:
     """The cause of a log's failure: its root cause, or a silent death the launcher's teardown shows.
 
     A cascade (a survivor's collective timeout) read AFTER the launcher began tearing the job
     down for a failed worker is that death's consequence: with NCCL on one host, a dead peer is
-    not reported, the survivors just time out later. The silent death wins over it.
+    not reported, the survivors just time out later. The silent death wins over it. With no cause
+    and no death at all, a step Slurm cancelled without a reason is the weakest reading
+    (`outside_cancel`). Application Xids that recur on one GPU for several processes are read as
+    that GPU's too (xid_repeats.py), a root at the GPU's priority.
     """
+    repeated = repeated_application_xid(signals)
+    if repeated is not None:
+        signals = [*signals, repeated]
     cause = root_cause(signals)
     if cause is not None and cause.role == "root":
         return cause
     death = silent_death(signals)
     if death is not None and (cause is None or death.line_no < cause.line_no):
         return death
+    if cause is None and death is None:
+        return outside_cancel(signals)
     return cause
 
 

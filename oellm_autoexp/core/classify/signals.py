@@ -54,7 +54,7 @@ NODE_GROUPS = ("node", "host", "hostname", "node_again")  # named regex groups t
 # Validation context key: the regex is valid by construction, so it is not compiled to check it.
 REGEX_CHECKED = "regex_checked"
 # A line that starts the launcher's teardown of the whole job (see SignalPattern.teardown_start).
-TeardownStart = Literal["worker_failed", "stop_requested"]
+TeardownStart = Literal["worker_failed", "stop_requested", "step_signalled"]
 # core/classify/blocks.py DECIDERS
 Decider = Literal[
     "srun_task",
@@ -99,8 +99,9 @@ class SignalPattern(BaseModel):
     within_lines: int = Field(default=10, ge=1)
     # The launcher is tearing the whole job down: `worker_failed` (a worker died, e.g.
     # torchrun's `Sending process N closing signal`) or `stop_requested` (the launcher itself
-    # was told to stop: scancel, the time limit). The monitor takes `worker_failed` as the
-    # end of the attempt even while Slurm still says RUNNING.
+    # was told to stop: scancel, the time limit) or `step_signalled` (Slurm ended the step by a
+    # signal and gave no reason: a bare `*** STEP 12.0 ON n1 CANCELLED AT <time> ***`). The
+    # monitor takes `worker_failed` as the end of the attempt even while Slurm still says RUNNING.
     teardown_start: TeardownStart | None = None
     # A parser of core/classify/blocks.py (DECIDERS) whose reading of the line's fields gives the
     # class instead of `error_type`; when it gives none, the hit is info (never a cause).
