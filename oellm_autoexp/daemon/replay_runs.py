@@ -224,7 +224,7 @@ def attempt_inputs(store: SQLiteStore, job: JobInfo, setup: ReplaySetup) -> list
             AttemptInput(
                 attempt=attempt,
                 batches=batches,
-                slurm=_recorded_slurm(attempt, batches),
+                slurm=_recorded_slurm(attempt, batches, [d.decided_at.timestamp() for d in own]),
                 recorded=[_recorded(d, reads) for d in own],
                 setup=replace(setup, past=past, attempt_no=attempt.attempt_no, startups=learned),
             )
@@ -252,10 +252,13 @@ def batches_from_record(log_path: Path, reads: Sequence[LogReadInfo]) -> list[Ba
     return batches
 
 
-def _recorded_slurm(attempt: AttemptInfo, batches: Sequence[Batch]) -> SlurmView:
+def _recorded_slurm(attempt: AttemptInfo, batches: Sequence[Batch], decided_at: Sequence[float]) -> SlurmView:
     first, last = batches[0].at_s, batches[-1].at_s
     running = attempt.started_at.timestamp() if attempt.started_at else first
-    ended = attempt.ended_at.timestamp() if attempt.ended_at else last
+    # An end the monitor never saw (it stopped first): the job ran at least until the monitor's last
+    # decision on it. A hang judged after the log's last read happened in that silence, and the
+    # replay must reach it.
+    ended = attempt.ended_at.timestamp() if attempt.ended_at else max([last, *decided_at])
     end = LogEnd(attempt.state, attempt.exit_code, "recorded by the monitor")
     return SlurmView(min(running, first), ended, end)
 
