@@ -401,13 +401,15 @@ def decide_worker_signal(line: str) -> str | None:
 
 # fairseq's DynamicLossScaler raises FloatingPointError once the scale would go below
 # --min-loss-scale (default 1e-4; fairseq/optim/dynamic_loss_scaler.py): a scale set below it
-# is the collapse, one above it a routine overflow skip (healthy).
+# is the collapse, one above it a routine overflow skip (healthy). apex's scalers (amp's handle.py,
+# fp16_utils' FP16_Optimizer: `... Skipping step, reducing loss scale to X`) have no minimum and keep
+# halving: the same threshold says when the scale has collapsed.
 MIN_LOSS_SCALE = 1e-4
-_SCALE = re.compile(r"setting loss scale to:? (?P<value>[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)")
+_SCALE = re.compile(r"(?:setting|reducing) loss scale to:? (?P<value>[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)")
 
 
 def decide_loss_scale_value(line: str) -> str | None:
-    """`overflow detected, setting loss scale to: X`: numerical_instability when X < MIN_LOSS_SCALE."""
+    """`setting loss scale to: X` / `reducing loss scale to X`: numerical_instability when X < MIN_LOSS_SCALE."""
     m = _SCALE.search(line)
     if m is None:
         return None
