@@ -176,3 +176,19 @@ def test_a_shared_keyword_is_used_when_the_format_holds_it() -> None:
 def test_healthy_twins_of_catalog_messages_stay_healthy(line: str) -> None:
     """A line NCCL or a trainer prints while it carries on is no cause, although its words resemble one."""
     assert log_cause(classify_lines([line], PATTERNS)) is None
+
+
+NCCL_HOST_CASES = [(name, i, e) for name, i, e in CASES if e.blames_node == "nccl_host"]
+
+
+@pytest.mark.parametrize(
+    ("catalog", "index", "entry"), NCCL_HOST_CASES, ids=[f"{c}.{i}" for c, i, _ in NCCL_HOST_CASES]
+)
+def test_an_entry_that_blames_the_nccl_host_names_its_prefix_host(
+    catalog: str, index: int, entry: CatalogEntry
+) -> None:
+    """A line only the failing node prints (its own HCA, GPU pair, driver) blames the host of NCCL's prefix."""
+    assert NCCL_HOST_CASES  # the NVML, NVLink and IB fatal-event entries of nccl_gloo.yaml
+    own = [s for s in classify_lines([entry.example], PATTERNS) if s.pattern == f"{catalog}.{index}"]
+    assert own and own[0].blames_node == "nccl_host"
+    assert own[0].nccl_host == entry.example.split(":", 1)[0]
