@@ -404,14 +404,16 @@ def decide_worker_signal(line: str) -> str | None:
 # printing when the result is at or below --min-loss-scale (default 1e-4): every printed scale is above
 # the floor. One that a single further halving takes to the floor (X / 2 <= 1e-4: 1.22e-4 from the
 # usual powers of two) is the last step before the run ends, the collapse; 2.44e-4 and above is a
-# routine overflow skip (healthy). A scale below 1e-4 is printed only under a lowered floor.
+# routine overflow skip (healthy). A scale below 1e-4 is printed only under a lowered floor. apex's
+# scalers (amp's handle.py, fp16_utils' FP16_Optimizer: `... Skipping step, reducing loss scale to X`)
+# have no minimum and keep halving: the same threshold says when the scale has collapsed.
 MIN_LOSS_SCALE = 1e-4
 SCALE_FACTOR = 2.0
-_SCALE = re.compile(r"setting loss scale to:? (?P<value>[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)")
+_SCALE = re.compile(r"(?:setting|reducing) loss scale to:? (?P<value>[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)")
 
 
 def decide_loss_scale_value(line: str) -> str | None:
-    """`overflow detected, setting loss scale to: X`: numerical_instability when X / 2 <= MIN_LOSS_SCALE."""
+    """`setting loss scale to: X` / `reducing loss scale to X`: numerical_instability when X / 2 <= MIN_LOSS_SCALE."""
     m = _SCALE.search(line)
     if m is None:
         return None

@@ -89,6 +89,9 @@ class CatalogEntry(BaseModel):
     error_type: str | None = None  # the class; None for an info or teardown line
     role: Role = "root"
     names_node: bool = False  # a `node` group names the node to blame
+    # How a match singles out a node for node blame (SignalPattern.blames_node): `nccl_host` for an NCCL line only
+    # the node that owns the failing NIC, GPU pair or driver prints (its `host:pid:tid` prefix names it).
+    blames_node: NodeBlame | None = None
     groups: list[str] = Field(default_factory=list)  # names of the format's conversions ('-': none)
     priority: int | None = None  # default: CLASS_PRIORITY of the class
     teardown: bool = False  # printed while the job is taken down: never a cause
@@ -266,6 +269,7 @@ def _pattern(
         "fallback": entry.fallback,
         "decide": entry.decide,
         "keywords": [keyword_of(fmt, catalog.keywords)],
+        "blames_node": entry.blames_node,
         "description": f"{catalog.name} catalog ({catalog.source}, {catalog.version}): {fmt}",
     }
     # format_regex escapes every literal and CatalogEntry checked the group names: valid by construction

@@ -160,12 +160,24 @@ _MEMORY = re.compile(
 # 'gpt5'`): the checks a trainer runs on its arguments at set-up, the same on every retry. Not a message that
 # only reports what it found (`Expected input batch_size (1324) to match target batch_size (0)`, `too many
 # values to unpack`): that is the code's own bug, an exception.
+# The second half holds the phrasings NVIDIA/Megatron-LM's argument checks use (megatron/training/arguments.py
+# validate_args at d98e8a64dd, 167 assertions: `--use-torch-fsdp2 requires --ckpt-format torch_dist`, `... is
+# only supported with ...`, `... are mutually exclusive`, `... cannot be used together`, `--batch-size argument is
+# no longer valid, use --micro-batch-size instead`, `world size (12) is not divisible by ...`): an option that
+# requires another, or that must (not) be used. A message that only names an option (`raising error since --throw
+# was specified`) states no rule and is left to the class.
 _CONFIG_RULE = re.compile(
     r"\b(?:must|should) be\b|\bis not supported\b|\bare not supported\b|\bnot supported (?:with|when|for|on|in|by)\b"
     r"|\bunsupported (?:value|option|argument|model|config|configuration|dtype|backend)\b"
     r"|\binvalid (?:value|choice|option|argument|configuration|config|combination)\b"
     r"|\bunknown (?:model|argument|option|config|configuration|parameter|dataset)\b"
-    r"|\bunrecognized (?:arguments?|option|model|config)\b",
+    r"|\bunrecognized (?:arguments?|option|model|config)\b"
+    r"|\b(?:is|are) only supported (?:with|when|for|on|in|by)\b|\bonly supported with\b"
+    r"|\b(?:is|are) mutually exclusive\b|\bcannot be (?:used|combined|enabled|specified) (?:together|at the same time)\b"
+    r"|\bcannot both be (?:specified|set|used)\b|\b(?:is|are) (?:not compatible|incompatible) with\b"
+    r"|\bis no longer valid\b|\bis not divisible by\b|\bshould not be (?:used|specified|set)\b"
+    r"|\bcan only specify one of\b"
+    r"|\b(?:requires?|[Mm]ust use|[Dd]o not use|[Pp]lease use) (?:setting )?--[a-z]|\buse --[a-z][\w-]* instead\b",
     re.IGNORECASE,
 )
 

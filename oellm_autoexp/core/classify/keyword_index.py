@@ -27,20 +27,22 @@ class LazyRegex:
     """A pattern's regex, compiled at its first search: most entries of a set never get a line.
 
     After the first call `search` is the compiled pattern's own bound method, so the hot loop
-    pays nothing for the laziness.
+    pays nothing for the laziness. The keyword tries are lazy too: each is one large regex (tens of
+    milliseconds to compile with the shipped catalogs), and the bulk matcher's path needs none of
+    them until a candidate line's keywords are looked up.
     """
 
     __slots__ = ("flags", "regex", "search")
 
-    def __init__(self, regex: str, flags: int) -> None:
+    def __init__(self, regex: str, flags: int = 0) -> None:
         self.regex = regex
         self.flags = flags
-        self.search: Callable[[str], re.Match[str] | None] = self._compile_and_search
+        self.search: Callable[..., re.Match[str] | None] = self._compile_and_search
 
-    def _compile_and_search(self, text: str) -> re.Match[str] | None:
+    def _compile_and_search(self, text: str, pos: int = 0) -> re.Match[str] | None:
         compiled = re.compile(self.regex, self.flags)
         self.search = compiled.search
-        return compiled.search(text)
+        return compiled.search(text, pos)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +65,12 @@ class KeywordIndex:
 
     entries: tuple[Entry, ...]
     always: bool  # some pattern has no keyword: every line is a candidate
-    prefilter: re.Pattern[str] | None  # any keyword of any pattern
+    prefilter: LazyRegex | None  # any keyword of any pattern
     # The same keywords per case mode. Searching again one character after each hit
     # reports the longest keyword at every start position that has one, so every
     # keyword in a line is a substring of some report (overlaps included).
-    sensitive_words: re.Pattern[str] | None
-    insensitive_words: re.Pattern[str] | None
+    sensitive_words: LazyRegex | None
+    insensitive_words: LazyRegex | None
     # (case mode, reported keyword) -> entries it admits (filled lazily). The case mode is part of the
     # key: a word both a case-sensitive and a case-insensitive pattern use is reported by both scans,
     # and each must admit its own entries, not the ones the other scan cached first.
@@ -138,9 +140,9 @@ def index_of(patterns: PatternSet) -> KeywordIndex:
     index = KeywordIndex(
         entries=entries,
         always=any(not e.keywords for e in entries),
-        prefilter=re.compile("|".join(parts)) if parts else None,
-        sensitive_words=re.compile(sensitive_trie) if sensitive_trie is not None else None,
-        insensitive_words=re.compile(insensitive_trie) if insensitive_trie is not None else None,
+        prefilter=LazyRegex("|".join(parts)) if parts else None,
+        sensitive_words=LazyRegex(sensitive_trie) if sensitive_trie is not None else None,
+        insensitive_words=LazyRegex(insensitive_trie) if insensitive_trie is not None else None,
         by_keyword={},
         unfiltered=tuple(i for i, e in enumerate(entries) if not e.keywords),
         collapsible=tuple(

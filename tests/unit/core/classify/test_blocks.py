@@ -214,6 +214,10 @@ def test_the_shipped_patterns_let_the_fields_decide(line: str, expected: str | N
         ("2021-05-02 08:15:30 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 0.000244140625", None),
         ("2020-03-23 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 0.5", None),
         (" WARNING: Overflow detected, setting loss scale to 16384.0", None),
+        # apex's scalers have no minimum: the same threshold reads their `reducing loss scale to X`
+        ("Gradient overflow.  Skipping step, reducing loss scale to 3.0517578125e-05", "numerical_instability"),
+        ("Gradient overflow.  Skipping step, reducing loss scale to 1024.0", None),
+        ("OVERFLOW within closure! Skipping step, reducing loss scale to 6.103515625e-05", "numerical_instability"),
     ],
 )  # fmt: skip
 def test_the_widened_catalogs_let_the_fields_decide(line: str, expected: str | None) -> None:

@@ -153,3 +153,42 @@ def test_a_shared_keyword_is_used_when_the_format_holds_it() -> None:
     assert keyword_of("Gloo connectFullMesh failed with %s", shared) == "Gloo connectFullMesh failed with"
     # `NCCL WARN` is not inside one literal run here: the longest run is the keyword
     assert keyword_of("%s NCCL failed %s WARN", ["NCCL WARN"]) == "NCCL failed"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # NCCL's INFO twins of events the catalog reads at WARN (NVIDIA/nccl v2.30.7 init.cc, proxy.cc, and
+        # transport/net_ib/p2p_resiliency*.cc: >= 2.29 recovers from a failed NIC and says so at INFO)
+        "gpu4:81:113 [2] NCCL INFO Detected mixed local Net device counts across ranks (min 7, max 8). "
+        "Ignoring due to NCCL_IGNORE_NET_MISMATCH=1.",
+        "gpu4:81:113 [2] NCCL INFO [Service thread] Accept failed Resource temporarily unavailable",
+        "gpu4:81:113 [2] NCCL INFO NET/IB: send: The error is not fatal. Trying to continue...",
+        "gpu4:81:113 [2] NCCL INFO NET/IB: send: Marking device 1 as permanently failed (send comm=0x7f3c1c0)",
+        "gpu4:81:113 [2] NCCL INFO NET/IB: recv: Port recovery attempt #2 failed for devIndex=1 (comm=0x7f3c1c0)",
+        "gpu4:81:113 [2] NCCL INFO Cuda failure 'out of memory'",  # CUDACHECKIGNORE: NCCL goes on without it
+        # healthy DeepSpeed skips: hysteresis counting down, a bf16 overflow skip
+        "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, but hysteresis is 2. "
+        "Reducing hysteresis to 1",
+        "[2024-05-02 11:00:00,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step.",
+    ],
+)
+def test_healthy_twins_of_catalog_messages_stay_healthy(line: str) -> None:
+    """A line NCCL or a trainer prints while it carries on is no cause, although its words resemble one."""
+    assert log_cause(classify_lines([line], PATTERNS)) is None
+
+
+NCCL_HOST_CASES = [(name, i, e) for name, i, e in CASES if e.blames_node == "nccl_host"]
+
+
+@pytest.mark.parametrize(
+    ("catalog", "index", "entry"), NCCL_HOST_CASES, ids=[f"{c}.{i}" for c, i, _ in NCCL_HOST_CASES]
+)
+def test_an_entry_that_blames_the_nccl_host_names_its_prefix_host(
+    catalog: str, index: int, entry: CatalogEntry
+) -> None:
+    """A line only the failing node prints (its own HCA, GPU pair, driver) blames the host of NCCL's prefix."""
+    assert NCCL_HOST_CASES  # the NVML, NVLink and IB fatal-event entries of nccl_gloo.yaml
+    own = [s for s in classify_lines([entry.example], PATTERNS) if s.pattern == f"{catalog}.{index}"]
+    assert own and own[0].blames_node == "nccl_host"
+    assert own[0].nccl_host == entry.example.split(":", 1)[0]

@@ -128,7 +128,35 @@ def test_every_cpp_exception_type_reads_as_listed(type_name: str, expected: str)
         (["ValueError: tensor_model_parallel_size must be a divisor of 12"], "config_error"),
         (["AssertionError: fp8 is not supported on this GPU"], "config_error"),
         (["ValueError: unknown model type 'gpt5'"], "config_error"),
+        # Megatron-LM's argument checks (validate_args): the rules it states, and options it names
+        (
+            ["AssertionError: --use-torch-fsdp2 requires --ckpt-format torch_dist or torch_dcp"],
+            "config_error",
+        ),
+        (
+            ["AssertionError: --overlap-param-gather only supported with distributed optimizer"],
+            "config_error",
+        ),
+        (
+            ["AssertionError: --rl-generation-lag and --rl-max-inflight-requests are mutually exclusive."],
+            "config_error",
+        ),
+        (
+            ["AssertionError: --cuda-graph-scope and --cuda-graph-modules cannot be used together."],
+            "config_error",
+        ),
+        (["AssertionError: world size (12) is not divisible by total_model_size (8)"], "config_error"),
+        (
+            ["AssertionError: Group query attention is mutually exclusive with multi latent attention."],
+            "config_error",
+        ),
+        (["AssertionError: can only specify one of lr-warmup-fraction and lr-warmup-iters"], "config_error"),
         (["ValueError: Expected input batch_size (1324) to match target batch_size (0)."], "exception"),
+        (["RuntimeError: shape '[4, -1]' is invalid for input of size 10"], "exception"),
+        (
+            ["RuntimeError: raising an error since --throw was specified"],
+            "exception",
+        ),  # names an option, no rule
         (["ValueError: too many values to unpack (expected 2)"], "exception"),
         # the class's own reading wins over words in its message
         (["FileNotFoundError: [Errno 2] No such file or directory: 'nan_stats.json'"], "config_error"),

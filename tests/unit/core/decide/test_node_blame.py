@@ -471,6 +471,37 @@ def test_nccl_s_port_event_blames_the_host_that_printed_it(lines: list[str], bla
     assert list(blame_nodes(signals, ALLOC4).nodes) == blamed
 
 
+@pytest.mark.parametrize(
+    ("line", "blamed"),
+    [
+        # catalogs/nccl_gloo.yaml entries only the failing node prints: its NVML, its NVLink pair, its HCA
+        (
+            "gpu02:81:113 [2] misc/nvmlwrap.cc:142 NCCL WARN nvmlInit_v2() failed: Driver/library version mismatch",
+            ["gpu02"],
+        ),
+        (
+            "gpu04:81:113 [1] graph/paths.cc:396 NCCL WARN P2P is disabled between NVLINK connected GPUs 1 and 2. This "
+            "should not be the case given their connectivity, and is probably due to a hardware issue.",
+            ["gpu04"],
+        ),
+        (
+            "gpu03:81:113 [0] transport/net_ib/common.cc:140 NCCL WARN NET/IB : mlx5_2:1 async fatal event on QP "
+            "(0x55d1c2a0) qpn=1234 handle=3 send_cq=5 recv_cq=6 state=6 sq_psn=77 rq_psn=78: local work queue "
+            "catastrophic error",
+            ["gpu03"],
+        ),
+        # a peer that went away is reported by every survivor: no node
+        (
+            "gpu03:81:113 [0] misc/socket.cc:58 NCCL WARN socketProgress: Connection closed by remote peer gpu01<4051>",
+            [],
+        ),
+    ],
+)
+def test_nccl_catalog_lines_of_the_node_s_own_hardware_blame_its_host(line: str, blamed: list[str]) -> None:
+    signals = classify_lines([line], load_patterns(["megatron_production"]))
+    assert list(blame_nodes(signals, ALLOC4).nodes) == blamed
+
+
 def test_a_port_error_alone_is_not_fatal_but_is_the_cause_once_the_job_ends() -> None:
     """NCCL goes on after a port's non-fatal event (a link that flaps comes back): it does not end the
     attempt by itself, but it is the network cause when the job fails or hangs after it."""
