@@ -97,6 +97,8 @@ EXPECTED: dict[str, tuple[str | None, int | None, str | None]] = {
     "megatron_autoexp/kill9_attempt1.log": ("killed", None, None),  # torchrun's teardown, rank 1 silent
     "megatron_autoexp/oom_attempt1.log": ("oom", 0, None),
     "megatron_autoexp/stop_attempt1.log": ("nccl_timeout", 0, None),  # the frozen rank: a hang, not killed
+    # session 9: the frozen rank again, cancelled by the hang verdict (scheduled floor) before NCCL's watchdog
+    "megatron_autoexp/silent_attempt1.log": (None, None, None),
     "megatron_autoexp/walltime_attempt1.log": ("time_limit", None, None),  # the planned save + exit 0
     **{f"megatron_autoexp/{s}_attempt2.log": (None, None, None) for s in ("kill9", "stop", "walltime")},
     # 2 x H100, 2026-11-25 (scripts/device/two_gpu_proof.sh, two_gpu_followup.sh): issue 27's faults

@@ -33,9 +33,13 @@ LIBRARY_SETUP = [
         "config_error",
     ),
     (
-        ["RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`"],
+        [
+            "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasGetProperty(MAJOR_VERSION, &major)`"
+        ],
         "config_error",
     ),
+    # ... except cublasCreate's: it allocates the handle's workspace on the GPU, and fails so when the GPU is full
+    (["RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`"], "oom"),
     (["RuntimeError: cuDNN error: CUDNN_STATUS_VERSION_MISMATCH"], "config_error"),
     # a kernel that failed stays the job's CUDA error
     (["RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR"], "cuda_error"),
