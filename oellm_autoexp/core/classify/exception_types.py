@@ -20,7 +20,9 @@ its errno module (Linux values); pytorch/pytorch torch/__init__.py, torch/cuda/_
 c10/util/Exception.h (OutOfMemoryError, AcceleratorError, DistBackendError, DistStoreError,
 DistNetworkError), torch/linalg (LinAlgError); omegaconf 2.3 omegaconf/errors.py; hydra 1.3
 hydra/errors.py; PyYAML 6 yaml/{scanner,parser,composer,constructor}.py; huggingface_hub 0.2x
-huggingface_hub/errors.py; safetensors (SafetensorError); pydantic 2 and jsonschema (ValidationError).
+huggingface_hub/errors.py; safetensors (SafetensorError); pydantic 2 and jsonschema (ValidationError);
+tensorflow/tensorflow tensorflow/python/framework/errors_impl.py (tf.errors, TF 2.x); serde-rs/json 1.x
+src/error.rs and huggingface/tokenizers bindings/python/src/error.rs (a parse error raised as `Exception`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,12 @@ EXCEPTION_CLASS: dict[str, str] = {
     "FileExistsError": "config_error",
     "ModuleNotFoundError": "config_error",
     "ImportError": "config_error",
+    # TensorFlow's status classes (tensorflow/python/framework/errors_impl.py, tf.errors): NOT_FOUND "a requested
+    # entity (e.g., a file or directory) was not found", PERMISSION_DENIED, ALREADY_EXISTS; the path it names is
+    # the same on every retry, like OSError's subclasses above
+    "NotFoundError": "config_error",
+    "PermissionDeniedError": "config_error",
+    "AlreadyExistsError": "config_error",
     # argparse
     "ArgumentError": "config_error",
     "ArgumentTypeError": "config_error",
@@ -148,6 +156,12 @@ _NON_FINITE = re.compile(
     r"(?<![\w.-])(?:nan|NaN|NAN|-?inf|-?Inf|-?INF|[Ii]nfinity)(?![\w-])|\bnon-finite\b|\bnot finite\b",
     re.ASCII,
 )
+# A parser's position in the text it could not read: serde_json's (and serde_yaml's) `<reason> at line N column
+# M` (serde-rs/json src/error.rs, Display of Error: `"{} at line {} column {}"`; huggingface tokenizers raises
+# it as a bare `Exception` when tokenizer.json does not parse, bindings/python/src/error.rs) and Python's json
+# (`<reason>: line N column M (char K)`, Lib/json/decoder.py JSONDecodeError) under a catch-all class. A
+# file that does not parse: the same on every retry, as JSONDecodeError itself (EXCEPTION_CLASS).
+_PARSE_POSITION = re.compile(r"\bat line \d+ column \d+\s*$|: line \d+ column \d+ \(char \d+\)")
 _MEMORY = re.compile(
     r"\bout of memory\b|\bCannot allocate memory\b|\bOOM when allocating\b|\bRESOURCE_EXHAUSTED\b|"
     r"\b(?:failed|unable) to allocate\b|\bnot enough memory\b",
@@ -191,7 +205,8 @@ def message_class(message: str) -> str | None:
     """What a raised exception's message says by itself, or None.
 
     In this order: a missing checkpoint (configuration), an errno, a signal that ended a child
-    process, memory words, non-finite numbers, a configuration rule the message states.
+    process, memory words, a parser's position in a file it could not read (configuration),
+    non-finite numbers, a configuration rule the message states.
     """
     if is_checkpoint_missing(message):
         return "config_error"
@@ -203,6 +218,8 @@ def message_class(message: str) -> str | None:
         return signal_class(int(m.group("num")))
     if _MEMORY.search(message) is not None:
         return "oom"
+    if _PARSE_POSITION.search(message) is not None:
+        return "config_error"
     if _NON_FINITE.search(message) is not None:
         return "numerical_instability"
     if _CONFIG_RULE.search(message) is not None:

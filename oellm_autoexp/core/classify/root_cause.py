@@ -67,13 +67,21 @@ def silent_death(signals: Sequence[Signal]) -> Signal | None:
     The launcher started tearing the job down because a worker failed (a `worker_failed`
     teardown line), and the launcher was not told to stop before that. Returned as a
     synthetic `killed` root made from the teardown line.
+
+    The launcher's report of the failed worker's exit code decides, wherever it stands in the
+    teardown: torch elastic's agent sends SIGTERM to the other workers first (`Sending process N
+    closing signal SIGTERM`) and only then logs the first failure (`failed (exitcode: 1)
+    local_rank: 2 ...`, SubprocessContext._poll in torch/distributed/elastic/multiprocessing/
+    api.py). A status of the worker's own (1, srun's `Exited with exit code 3`) is an exit, not
+    a death; a negative one (-9) is the signal that killed it.
     """
-    teardown = next((s for s in signals if s.teardown_start == "worker_failed"), None)
-    if teardown is None:
+    reports = [s for s in signals if s.teardown_start == "worker_failed"]
+    if not reports:
         return None
-    code = teardown.groups.get("exit_code") or teardown.groups.get("exitcode")
+    teardown = reports[0]
+    code = next((c for s in reports if (c := _exit_code(s)) is not None), None)
     if code is not None and code.isdigit():
-        return None  # the worker exited with a status of its own (srun's `Exited with exit code 3`)
+        return None  # the worker exited with a status of its own
     if any(s.teardown_start == "stop_requested" and s.line_no < teardown.line_no for s in signals):
         return None  # scancel or the time limit: Slurm's end state says why
     return Signal(
@@ -81,6 +89,11 @@ def silent_death(signals: Sequence[Signal]) -> Signal | None:
         line=teardown.line, line_no=teardown.line_no, groups=teardown.groups, rank=teardown.rank,
         source=teardown.source,
     )  # fmt: skip
+
+
+def _exit_code(signal: Signal) -> str | None:
+    """The exit code a launcher's failure report gives (`exit_code`/`exitcode` group), if any."""
+    return signal.groups.get("exit_code") or signal.groups.get("exitcode")
 
 
 OUTSIDE_CANCEL_PATTERN = "step_cancelled_from_outside"  # the cause of a bare step cancel nothing explains

@@ -3,7 +3,10 @@
 Every case is a log as a whole (several lines): the rules decide by what else the log holds. A
 vendor library that could not start (cuDNN's and cuBLAS's NOT_INITIALIZED, ARCH_MISMATCH and version
 statuses) is configuration unless an earlier CUDA error or an OOM explains it. The lines are written for
-these tests from the emitters' formats; none is quoted from the held-out corpus.
+these tests from the emitters' formats; none is quoted from the held-out corpus. Round 8 (batch 12's fitted
+misses): TensorFlow's NotFoundError classes, a parser's position in a raised message (serde_json, Python
+json), NCCL's driver-API `Cuda failure 2 'out of memory'` as quoted by XLA and torch, and torch elastic's
+first-failure report that follows its SIGTERMs.
 """
 
 from __future__ import annotations
@@ -187,4 +190,133 @@ XID_PATTERNS = [
 @pytest.mark.parametrize(("lines", "expected"), XID_PATTERNS)
 def test_application_xids_recurring_on_one_gpu_are_the_gpus(lines: list[str], expected: str) -> None:
     """NVIDIA's Xid workflow: repeats on the same GPU (via PCI id) are a possible hardware issue."""
+    assert cause_of(lines) == expected
+
+
+# --- batch 12's fitted misses (round 8): each rule from its emitter's source, with the cases it must leave alone
+
+TF = "tensorflow.python.framework.errors_impl"
+TF_STATUSES = [
+    # TensorFlow's NOT_FOUND / PERMISSION_DENIED / ALREADY_EXISTS classes (tf.errors): a path, like OSError's subclasses
+    ([f"{TF}.NotFoundError: /data/run1/model.ckpt-1000.index; No such file or directory"], "config_error"),
+    ([f"{TF}.PermissionDeniedError: /mnt/out/events.out.tfevents.1; Permission denied"], "config_error"),
+    ([f"{TF}.AlreadyExistsError: File already exists: /mnt/out/saved_model.pb"], "config_error"),
+    # the catch-all statuses stay the program's own exception; its memory status stays memory
+    ([f"{TF}.InvalidArgumentError: Incompatible shapes: [32,10] vs. [32,12]"], "exception"),
+    ([f"{TF}.InternalError: Failed to call ThenRnnForward with model config"], "exception"),
+    ([f"{TF}.ResourceExhaustedError: OOM when allocating tensor with shape[64,512,512]"], "oom"),
+    # restoring is a notice, not a failure
+    (["INFO:tensorflow:Restoring parameters from /data/run1/model.ckpt-1000"], None),
+]
+
+
+@pytest.mark.parametrize(("lines", "expected"), TF_STATUSES)
+def test_tensorflows_not_found_classes_are_configuration(lines: list[str], expected: str | None) -> None:
+    """tf.errors.NotFoundError and its path twins read as a missing or forbidden path, other statuses do not."""
+    assert cause_of(lines) == expected
+
+
+PARSE_ERRORS = [
+    # serde_json's `{reason} at line {l} column {c}` (tokenizers raises it as a bare Exception) and Python json's
+    # `{reason}: line {l} column {c} (char {p})` under a catch-all class: a file that does not parse
+    (["Exception: expected value at line 1 column 1"], "config_error"),
+    (["Exception: EOF while parsing an object at line 812 column 0"], "config_error"),
+    (["Exception: missing field `vocab` at line 24 column 3"], "config_error"),
+    (["ValueError: Expecting value: line 1 column 1 (char 0)"], "config_error"),
+    # without the parser's position the words say nothing by themselves
+    (["Exception: expected value"], "exception"),
+    (["ValueError: too many values to unpack (expected 2)"], "exception"),
+    # the same position in a line that is not a raised exception's last line is no failure
+    (["WARNING: tokenizer.json: unexpected key at line 3 column 5, ignored"], None),
+    # an earlier root still wins over the raise
+    (
+        [
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            "Exception: expected value at line 1 column 1",
+        ],
+        "oom",
+    ),
+]
+
+
+@pytest.mark.parametrize(("lines", "expected"), PARSE_ERRORS)
+def test_a_raise_that_names_a_parsers_position_is_configuration(
+    lines: list[str], expected: str | None
+) -> None:
+    """serde_json's and Python json's position suffix marks a file that does not parse, under any class."""
+    assert cause_of(lines) == expected
+
+
+XLA_NCCL = (
+    "xla/service/gpu/runtime/nccl_api.cc:120: NCCL operation ncclAllReduce(send_buffer, recv_buffer, count, dtype,"
+    " reduce_op, comm, stream) failed: unhandled cuda error (run with NCCL_DEBUG=INFO for details). Last NCCL"
+    " warning(error) log entry (may be unrelated) 'Cuda failure {warning}'."
+)
+TORCH_NCCL = [
+    "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled"
+    " cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1",
+    "ncclUnhandledCudaError: Call to CUDA function failed.",
+    "Last error:",
+]
+NCCL_CUDA_FAILURES = [
+    # NCCL's driver-API form `Cuda failure %d '%s'` (cudawrap.h) and its runtime form `Cuda failure '%s'` (checks.h)
+    (["node1:2104:2391 [0] transport/p2p.cc:200 NCCL WARN Cuda failure 2 'out of memory'"], "oom"),
+    (["node1:2104:2391 [0] transport/p2p.cc:200 NCCL WARN Cuda failure 'out of memory'"], "oom"),
+    # ... quoted by XLA's status as NCCL's last warning, or by torch's `Last error:`: the allocation is the root
+    ([XLA_NCCL.format(warning="2 'out of memory'")], "oom"),
+    ([*TORCH_NCCL, "Cuda failure 2 'out of memory'"], "oom"),
+    # another CUDA failure in the same words is not memory
+    (
+        [
+            "node1:2104:2391 [0] enqueue.cc:1234 NCCL WARN Cuda failure 700 'an illegal memory access was encountered'"
+        ],
+        "cuda_error",
+    ),
+    (["node1:2104:2391 [0] misc/cudawrap.cc:120 NCCL WARN Cuda failure 1 'invalid argument'"], "cuda_error"),
+    ([XLA_NCCL.format(warning="1 'invalid argument'")], "nccl"),
+    ([*TORCH_NCCL, "Cuda failure 'invalid device ordinal'"], "config_error"),
+]
+
+
+@pytest.mark.parametrize(("lines", "expected"), NCCL_CUDA_FAILURES)
+def test_nccls_cuda_failure_out_of_memory_is_memory_in_every_form(lines: list[str], expected: str) -> None:
+    """NCCL's `Cuda failure [N] 'out of memory'`, also quoted as its last warning, is an OOM; other failures are not."""
+    assert cause_of(lines) == expected
+
+
+SIGTERM = "W0101 00:00:00.000000 1 torch/distributed/elastic/multiprocessing/api.py:890] Sending process {pid} closing signal SIGTERM"
+FAILED = (
+    "E0101 00:00:01.000000 1 torch/distributed/elastic/multiprocessing/api.py:862] failed (exitcode: {code})"
+    " local_rank: 0 (pid: 100) of binary: /usr/bin/python"
+)
+ELASTIC_TEARDOWNS = [
+    # the agent stops the others first, then names the first failure: exit code 1 is the worker's own exit
+    ([SIGTERM.format(pid=101), FAILED.format(code=1)], "exception"),
+    ([SIGTERM.format(pid=101), SIGTERM.format(pid=102), FAILED.format(code=1)], "exception"),
+    # ... and its exception above, when in view, says what
+    (
+        [
+            "ValueError: Expecting value: line 1 column 1 (char 0)",
+            SIGTERM.format(pid=101),
+            FAILED.format(code=1),
+        ],
+        "config_error",
+    ),
+    # a negative code is the signal that killed it; the teardown alone is a silent death
+    ([SIGTERM.format(pid=101), FAILED.format(code=-9)], "killed"),
+    ([SIGTERM.format(pid=101)], "killed"),
+    # a stop the agent was asked for is no worker's death
+    (
+        [
+            "torch.distributed.elastic.multiprocessing.api.SignalException: Process 99 got signal: 15",
+            SIGTERM.format(pid=101),
+        ],
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("lines", "expected"), ELASTIC_TEARDOWNS)
+def test_elastic_reports_the_first_failure_after_its_sigterms(lines: list[str], expected: str | None) -> None:
+    """torch elastic logs `failed (exitcode: N)` after `Sending process ... SIGTERM`: the code decides, not the order."""
     assert cause_of(lines) == expected
