@@ -252,15 +252,20 @@ def batches_from_record(log_path: Path, reads: Sequence[LogReadInfo]) -> list[Ba
     return batches
 
 
+UNSEEN_END_AFTER_S = 0.001  # see _recorded_slurm
+
+
 def _recorded_slurm(attempt: AttemptInfo, batches: Sequence[Batch], decided_at: Sequence[float]) -> SlurmView:
     first, last = batches[0].at_s, batches[-1].at_s
     running = attempt.started_at.timestamp() if attempt.started_at else first
-    # An end the monitor never saw (it stopped first): the job ran at least until the monitor's last
-    # decision on it. A hang judged after the log's last read happened in that silence, and the
-    # replay must reach it.
-    ended = attempt.ended_at.timestamp() if attempt.ended_at else max([last, *decided_at])
+    # An end the monitor never saw (it stopped first): the job was still running at the monitor's last
+    # decision on it (a moment past it here, so that poll comes first). A hang judged after the log's
+    # last read happened in that silence, and the replay must reach it.
+    ended = (
+        attempt.ended_at.timestamp() if attempt.ended_at else max([last, *decided_at]) + UNSEEN_END_AFTER_S
+    )
     end = LogEnd(attempt.state, attempt.exit_code, "recorded by the monitor")
-    return SlurmView(min(running, first), ended, end)
+    return SlurmView(min(running, first), ended, end, polls_at_s=tuple(sorted(decided_at)))
 
 
 def _recorded(decision: DecisionInfo, reads: Sequence[LogReadInfo]) -> RecordedDecision:

@@ -89,6 +89,13 @@ def test_a_stall_where_nothing_is_due_is_a_hang_after_the_scheduled_floor(autoex
         "(megatron eval_interval=20, save_interval=1000)"
     ) in observed
     assert elapsed < PLAIN_FLOOR_S, observed  # start-up, 12 iterations and the short floor
+    # `autoexp replay --session` reads the schedule from the job's plan, as the monitor did, and ticks at the
+    # monitor's recorded poll too: the same hang, the same floor.
+    replayed = autoexp.cli("replay", "--session", "1", "sched")
+    assert replayed.returncode == 0, replayed.stderr
+    assert f"floor {SCHEDULED_FLOOR_S}s: no evaluation or save due before iteration 14" in replayed.stdout, (
+        replayed.stdout
+    )
 
 
 def test_a_pause_after_an_evaluation_iteration_is_not_a_hang(autoexp: AutoexpEnv) -> None:

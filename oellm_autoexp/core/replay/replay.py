@@ -57,6 +57,10 @@ class SlurmView:
     running_at_s: float
     end_at_s: float
     end: LogEnd | None  # None: the log shows no end; assumed from its root cause (log_end.assumed_end)
+    # Times the monitor is known to have polled (its recorded decisions on the attempt, sorted): the
+    # replay ticks there too, besides its own grid, so a hang the monitor judged a moment before the
+    # replay's grid tick is judged on what had been read by then, not on the cancel lines it caused.
+    polls_at_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -167,7 +171,7 @@ class _Replay:
             or (view.fatal_due_s() is not None and not self.decided_early)
         ):
             return
-        bound = until_s
+        bound = min(until_s, self._next_recorded_poll())
         if self.setup.hang is not None and not self.decided_early:
             deadline = view.next_hang_deadline_s(self.setup.hang)
             bound = bound if deadline is None else min(bound, deadline)
@@ -178,10 +182,17 @@ class _Replay:
             self.last_tick, self.next_poll = last, t
 
     def _next_tick(self) -> float:
+        tick = min(self.next_poll, self._next_recorded_poll())
         due = self.view.fatal_due_s()
         if due is not None and due > self.last_tick and not self.decided_early:
-            return min(self.next_poll, due)
-        return self.next_poll
+            return min(tick, due)
+        return tick
+
+    def _next_recorded_poll(self) -> float:
+        """The first of the monitor's recorded polls after the last tick (inf: none left)."""
+        polls = self.slurm.polls_at_s
+        i = bisect.bisect_right(polls, self.last_tick)
+        return polls[i] if i < len(polls) else math.inf
 
     def _tick(self, t: float) -> None:
         """One poll while Slurm says RUNNING: `Monitor._poll`'s order (observe, fatal lines, hangs)."""
@@ -209,7 +220,8 @@ class _Replay:
         deadline = self.view.next_hang_deadline_s(hang)
         if deadline is None or deadline <= tick:
             return tick
-        return self.next_poll + self.setup.poll_s * math.ceil((deadline - self.next_poll) / self.setup.poll_s)
+        grid = self.next_poll + self.setup.poll_s * math.ceil((deadline - self.next_poll) / self.setup.poll_s)
+        return min(grid, self._next_recorded_poll())
 
     def group_ends_s(self, start_s: float) -> float:
         """Where a group of lines starting at `start_s` must end: before the next possible verdict.

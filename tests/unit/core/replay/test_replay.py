@@ -379,3 +379,25 @@ def test_a_port_event_then_a_still_counter_is_a_hang_within_the_warned_limit_not
     assert judged.outcome.error_type == "nccl" and judged.evidence.signal == "nccl_ib_port_event"
     assert "warns of a hang" in (judged.evidence.observed or "")
     assert judged.effects.exclude_nodes == ("gpu17",)
+
+
+STEP_CANCELLED = "slurmstepd: error: *** JOB 7 ON node1 CANCELLED AT 2026-11-22T04:22:00 ***"
+
+
+def test_a_recorded_poll_is_a_tick_so_a_hang_is_judged_before_the_cancel_lines_it_caused() -> None:
+    """The monitor judged the hang at t=41 (its poll; recorded), 31 s after the last advance; its cancel's
+    lines were read at t=42. The replay's own grid ticks at 40 (too early) and 50: without the recorded
+    poll it reads the cancel line first and calls the attempt cancelled; with it, the hang at 41, as
+    the monitor did. Every poll (the reference) agrees."""
+    batches = [Batch(0.0, (iteration(1),)), Batch(10.0, (iteration(2),)), Batch(42.0, (STEP_CANCELLED,))]
+    config = HangConfig(progress_floor_s=30.0, progress_factor=1.0, no_output_timeout_s=1000.0)
+    own = setup(hang=config, poll_s=10.0)
+    grid_only = replay(batches, SlurmView(0.0, 60.0, FAILED), own)
+    assert grid_only.decisions[0].judgement.evidence.trigger != "hang"
+    for every_poll in (False, True):
+        recorded = replay(
+            batches, SlurmView(0.0, 60.0, FAILED, polls_at_s=(41.0,)), own, every_poll=every_poll
+        )
+        [decision] = recorded.decisions
+        assert decision.at_s == 41.0 and decision.lines_read == 2
+        assert decision.judgement.evidence.trigger == "hang"
