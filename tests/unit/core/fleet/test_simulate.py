@@ -326,13 +326,18 @@ def test_a_silent_start_up_is_judged_at_the_limit_the_job_s_earlier_start_ups_te
     assert abs(not_twice.detect_s - fresh.detect_s) <= poll
 
 
+def _silent_hang_variant(mix):
+    """The hang variant whose every line answers the probe: no watchdog line, silence until asked."""
+    variants = mix.families["hang"].variants
+    return next(i for i, v in enumerate(variants) if all(line.after_probe for line in v.lines))
+
+
 def test_a_silent_hang_s_node_is_blamed_from_the_stack_dump_probe_only_while_it_is_on(setup):
     """The silent hang (no watchdog line): with the probe on, every rank but the broken node's answers
     it, at start-up too, and the verdict waits for the answers; with `stack_dump_signal: null` no line
     names the node (core/decide/stack_dump_blame.py, docs/hang.md)."""
     mix = read_mix("llama3")
-    variants = mix.families["hang"].variants
-    silent = next(i for i, v in enumerate(variants) if all(line.after_probe for line in v.lines))
+    silent = _silent_hang_variant(mix)
     settings = settings_from(mix.settings, WEEK, "test")
     judge = Judge(setup, mix, settings)
     off = Judge(replace(setup, hang=setup.hang.model_copy(update={"stack_dump_signal": None})), mix, settings)
@@ -348,8 +353,7 @@ def test_a_silent_hang_mid_training_is_judged_at_the_scheduled_floor_not_the_pla
     no pause due where the silent hang stands: the verdict comes after `scheduled_floor_s` plus the probe's
     wait, within a poll; with the scheduled floor off it comes after `progress_floor_s`."""
     mix = read_mix("llama3")
-    variants = mix.families["hang"].variants
-    silent = next(i for i, v in enumerate(variants) if all(line.after_probe for line in v.lines))
+    silent = _silent_hang_variant(mix)
     settings = settings_from(mix.settings, WEEK, "test")
     hang = setup.hang
     off = replace(setup, hang=hang.model_copy(update={"scheduled_floor_s": None}))
