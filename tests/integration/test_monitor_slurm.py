@@ -201,6 +201,18 @@ class AutoexpEnv:
 
         return wait_until(seen, f"attempt {attempt_no} RUNNING")
 
+    def script_started(self, attempt_no: int) -> str:
+        """`running`, and the job's script (SCRIPT_HEAD) has counted itself as run `attempt_no`.
+
+        Slurm reports RUNNING before the batch script's first line: a test that interrupts the
+        run from outside (requeue, a node set down) waits for this, or the interrupted run never
+        counted itself and the next one takes its place as run 1 (a CI flake, 2026-11-26)."""
+        job_id = self.running(attempt_no)
+        counter = self.tmp / "attempts"
+        wait_until(lambda: counter.exists() and counter.read_text().strip() == str(attempt_no),
+                   f"run {attempt_no}'s script to start")  # fmt: skip
+        return job_id
+
     def tags(self) -> set[str]:
         return {a.submit_tag for a in self.read(lambda s: s.attempts_for_session(1))}
 

@@ -49,7 +49,7 @@ def node_state(node: str) -> str:
 
 def take_down_under_attempt_1(autoexp: AutoexpEnv, until: Callable[[], object], what: str) -> str:
     """Set attempt 1's node DOWN once it runs there alone; resume it once `until` holds (or on failure)."""
-    first = autoexp.running(1)
+    first = autoexp.script_started(1)
     node = wait_until(lambda: (autoexp.attempts()[0].nodes or [None])[0], "attempt 1's node")
     others = jobs_on(node) - {first}
     assert not others, f"{node} also runs {others} (another user's jobs): not taking it down"
@@ -105,7 +105,7 @@ def test_a_job_requeued_with_scontrol_is_waited_for_not_restarted(autoexp: Autoe
     requeued run completes."""
     script = autoexp.script('if [ "$n" -eq 1 ]; then wait_for never; fi\necho "attempt $n done"\n')
     monitor = autoexp.start("run", str(autoexp.experiment(["bash", str(script)])))
-    job_id = autoexp.running(1)
+    job_id = autoexp.script_started(1)
     subprocess.run(["scontrol", "requeue", job_id], check=True, capture_output=True, text=True, timeout=30)
     assert autoexp.finish(monitor) == 0, autoexp.output(monitor)
     (attempt,) = autoexp.attempts()
