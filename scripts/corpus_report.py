@@ -66,9 +66,11 @@ def load_restart_policy(name: str) -> RestartPolicy:
 def summary(name: str, score: Score, policy: RestartPolicy) -> str:
     right = sum(r.right for r in score.readings)
     decided = score.decision_accuracy(lambda c: action_for(c, policy))
+    guessed_right, guessed = score.guesses
     return (
         f"{name:<9} class accuracy {score.accuracy:6.1%} ({right}/{len(score.readings)})"
         f"   decision accuracy {decided:6.1%}"
+        f"   word-model guesses {guessed_right}/{guessed} right"
     )
 
 
@@ -118,7 +120,7 @@ def save(args: argparse.Namespace, fitted: Score, held: Score, policy: RestartPo
 
     def figures(score: Score) -> dict[str, object]:
         return {"n": len(score.readings), "right": sum(r.right for r in score.readings),
-                "accuracy": score.accuracy,
+                "accuracy": score.accuracy, "guesses": list(score.guesses),
                 "decision_accuracy": score.decision_accuracy(lambda c: action_for(c, policy))}  # fmt: skip
 
     data = {"benchmark": "corpus_accuracy", "patterns": args.patterns, "restart": args.restart,

@@ -108,6 +108,10 @@ _PATTERN_KEYS = {
     "disable": "pattern names dropped after merging",
     "patterns": "signal patterns; one with an included pattern's name replaces it",
     "catalogs": "message catalogs (monitoring/catalogs/<name>.yaml) whose patterns follow the file's own",
+    "vocabulary": (
+        "the word model (monitoring/<name>.json) a FAILED attempt no pattern explains is guessed from; "
+        "false: no guess"
+    ),
 }
 
 

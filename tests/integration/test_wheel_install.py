@@ -99,6 +99,7 @@ def test_wheel_installed_outside_the_checkout_plans_and_runs(tmp_path: Path) -> 
     wheel = _build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
     assert "oellm_autoexp/_shipped/slurm/juwels.yaml" in names
+    assert "oellm_autoexp/_shipped/monitoring/vocabulary.json" in names  # the word model guesses come from
     assert "oellm_autoexp/core/templates/sbatch.sh.j2" in names
     metadata = zipfile.ZipFile(wheel).read(f"oellm_autoexp-{__version__}.dist-info/METADATA").decode()
     assert "Provides-Extra: torch" in metadata

@@ -20,6 +20,8 @@ the pattern (or catalog entry) and the key.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from pydantic import ValidationError
 from oellm_autoexp.config.files import read_yaml, search_path
 from oellm_autoexp.core.classify.catalog import Catalog, catalog_pattern_set
 from oellm_autoexp.core.classify.signals import PatternSet, merge_pattern_sets
+from oellm_autoexp.core.classify.vocabulary import WordModel
 from oellm_autoexp.errors import UserError
 
 MONITORING_DIR = "monitoring"
@@ -103,9 +106,27 @@ def _from_mapping(
             raise UserError(f"{origin}: include: {exc}") from None
         included.append(_load_file(path, dirs, stack))
     catalogs = [load_catalog(name, dirs, origin) for name in own.catalogs]
+    if isinstance(own.vocabulary, str):
+        own = own.with_words(load_vocabulary(own.vocabulary, dirs, origin))
     # The catalogs follow the file's own patterns; its `disable` list applies to them too.
     tail = PatternSet(disable=own.disable)
     return merge_pattern_sets([*included, own, catalog_pattern_set(catalogs), tail])
+
+
+_VOCABULARIES: dict[Path, WordModel] = {}  # by file: every job of a sweep shares the shipped one
+
+
+def load_vocabulary(name: str, search_dirs: Sequence[Path], origin: str = "vocabulary") -> WordModel:
+    """The word model `monitoring/<name>.json` (core/classify/vocabulary.py); UserError naming the file."""
+    path = next((d / f"{name}.json" for d in search_dirs if (d / f"{name}.json").is_file()), None)
+    if path is None:
+        raise UserError(f"{origin}: vocabulary: {name}: word model not found (looked for {name}.json)")
+    if path not in _VOCABULARIES:
+        try:
+            _VOCABULARIES[path] = WordModel.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise UserError(f"{path}: not a word model ({exc})") from None
+    return _VOCABULARIES[path]
 
 
 def catalog_path(name: str, search_dirs: Sequence[Path]) -> Path | None:

@@ -37,6 +37,7 @@ from oellm_autoexp.core.classify.signals import PatternSet, Signal, SignalPatter
 
 MAX_LINE_CHARS = 4000  # a Signal keeps at most this much of its line
 MAX_KEPT_SIGNALS = 10_000  # a Classifier keeps the first N non-progress signals
+TAIL_CHARS = 32_768  # the end of the log a guess reads (~300 lines; core/classify/guess.py)
 # torch's NCCL watchdog lines (config/monitoring/base.yaml): every rank of a hung collective prints
 # them, so on a job of thousands of ranks they pass MAX_KEPT_SIGNALS; the first of each per rank is
 # kept past it (up to MAX_PER_RANK_SIGNALS), so that node blame can see which ranks never printed
@@ -308,6 +309,9 @@ class Classifier:
         self.progress_count = 0
         self.last_progress: Signal | None = None
         self.last_iteration: int | None = None  # `iteration` of the latest progress signal having one
+        # The log's last TAIL_CHARS: what a guess reads when no pattern explains a failed attempt
+        # (core/classify/guess.py). One copy of each chunk, no per-line work.
+        self._tail = ""
 
     @property
     def progress_gaps(self) -> set[int]:
@@ -323,6 +327,8 @@ class Classifier:
             block, self._index, self._finder, start, self._last_hit, self._source, self._collapse
         )
         self.lines_seen += len(block)
+        if block:
+            self._keep_tail("\n".join(block) + "\n")
         for signal in new:
             self._keep(signal)
         return new
@@ -341,6 +347,7 @@ class Classifier:
             self._collapse,
         )  # fmt: skip
         self.lines_seen += complete.count("\n")
+        self._keep_tail(complete)
         for signal in new:
             self._keep(signal)
         return new
@@ -371,6 +378,7 @@ class Classifier:
         finally:
             self._collapse.marks = False
         self.lines_seen += text.count("\n") if n_lines is None else n_lines
+        self._keep_tail(text)
         for signal in new:
             self._keep(signal)
         last = next((item for item in reversed(new) if isinstance(item, ProgressMark)), None)
@@ -389,6 +397,16 @@ class Classifier:
 
     def root_cause(self) -> Signal | None:
         return root_cause(self.signals)
+
+    def tail_lines(self) -> tuple[int, list[str]]:
+        """The last complete lines read (at most TAIL_CHARS of them) and the line number of the first."""
+        lines = self._tail.split("\n")[:-1]
+        if len(self._tail) >= TAIL_CHARS and lines:
+            lines = lines[1:]  # cut mid-line at the front
+        return self.lines_seen - len(lines) + 1, lines
+
+    def _keep_tail(self, text: str) -> None:
+        self._tail = text[-TAIL_CHARS:] if len(text) >= TAIL_CHARS else (self._tail + text)[-TAIL_CHARS:]
 
     def first_failed_rank(self) -> int | None:
         return first_failed_rank(self.signals)

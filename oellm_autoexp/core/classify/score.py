@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from oellm_autoexp.core.classify.classifier import Classifier
+from oellm_autoexp.core.classify.guess import guessed_cause
 from oellm_autoexp.core.classify.root_cause import log_cause
 from oellm_autoexp.core.classify.signals import PatternSet
+from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN
 
 HEALTHY = "healthy"  # the label of an excerpt that shows no failure
 
@@ -40,6 +42,7 @@ class Reading:
     excerpt: Excerpt
     got: str  # the root cause's error_type, or HEALTHY
     mixed: bool = False  # besides the root, a cascade/teardown line or a line of another class
+    guessed: bool = False  # no pattern explained it: the word model's guess (core/classify/guess.py)
 
     @property
     def right(self) -> bool:
@@ -79,7 +82,19 @@ class Score:
 
     @property
     def healthy_called_failures(self) -> list[Reading]:
-        return [r for r in self.readings if r.excerpt.expected == HEALTHY and r.got != HEALTHY]
+        """Healthy excerpts a pattern calls a failure (a guess only reads a FAILED attempt: not these)."""
+        return [r for r in self.readings if r.excerpt.expected == HEALTHY and r.got != HEALTHY and not r.guessed]
+
+    @property
+    def healthy_guessed_failures(self) -> list[Reading]:
+        """Healthy excerpts the word model would call a failure had the attempt FAILED with only these lines."""
+        return [r for r in self.readings if r.excerpt.expected == HEALTHY and r.guessed]
+
+    @property
+    def guesses(self) -> tuple[int, int]:
+        """(right, all) of the readings the word model gave."""
+        guessed = [r for r in self.readings if r.guessed]
+        return sum(r.right for r in guessed), len(guessed)
 
     def classes(self) -> list[ClassScore]:
         support = Counter(r.excerpt.expected for r in self.readings)
@@ -120,13 +135,15 @@ def read_excerpt(excerpt: Excerpt, patterns: PatternSet) -> Reading:
     classifier = Classifier(patterns, source=excerpt.source)
     classifier.feed(excerpt.text.splitlines())
     cause = log_cause(classifier.signals)
+    if cause is None:  # read as a failed attempt's log: the monitor guesses from its words
+        cause = guessed_cause(classifier, patterns)
     got = cause.error_type if cause is not None and cause.error_type else HEALTHY
     mixed = cause is not None and any(
         s is not cause
         and (s.teardown or s.role == "cascade" or (s.error_type or cause.error_type) != cause.error_type)
         for s in classifier.signals
     )
-    return Reading(excerpt, got, mixed)
+    return Reading(excerpt, got, mixed, guessed=cause is not None and cause.pattern == GUESS_PATTERN)
 
 
 def score_excerpts(excerpts: Iterable[Excerpt], patterns: PatternSet) -> Score:

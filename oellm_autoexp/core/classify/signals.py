@@ -42,6 +42,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
 
+from oellm_autoexp.core.classify.vocabulary import WordModel
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     import sre_constants as _sc
@@ -206,8 +208,12 @@ class PatternSet(BaseModel):
     # Message catalogs (monitoring/catalogs/<name>.yaml, core/classify/catalog.py) whose
     # patterns follow this file's own: on a tie between two roots of one line, the file's wins.
     catalogs: list[str] = Field(default_factory=list)
+    # The word model a failed attempt no pattern explains is guessed from (monitoring/<name>.json,
+    # core/classify/vocabulary.py): a name, False for none; None leaves an included file's choice.
+    vocabulary: str | bool | None = None
 
     _by_name: dict[str, SignalPattern] = PrivateAttr()
+    _words: WordModel | None = PrivateAttr(default=None)  # loaded (the loader attaches it)
     _cache: dict[str, Any] = PrivateAttr(default_factory=dict)  # matcher state built by core.classify
 
     @property
@@ -217,6 +223,18 @@ class PatternSet(BaseModel):
 
     def model_post_init(self, __context: Any) -> None:
         self._by_name = {p.name: p for p in self.patterns}
+
+    @property
+    def words(self) -> WordModel | None:
+        """The word model for guesses (core/classify/vocabulary.py WordModel), or None: no guesses."""
+        return self._words if self.vocabulary is not False else None
+
+    def with_words(self, words: WordModel | None) -> PatternSet:
+        """This set with the word model `vocabulary` names (attached by the loader)."""
+        copy = self.model_copy()
+        copy._words = words
+        copy._cache = {}
+        return copy
 
     def __len__(self) -> int:
         return len(self.patterns)
@@ -232,14 +250,19 @@ def merge_pattern_sets(sets: Iterable[PatternSet]) -> PatternSet:
     """Merge in order: same name replaces (keeping the first position); disable drops."""
     merged: dict[str, SignalPattern] = {}
     disabled: set[str] = set()
+    vocabulary: str | bool | None = None
+    words: WordModel | None = None
     for ps in sets:
         for pattern in ps.patterns:
             merged[pattern.name] = pattern
             disabled.discard(pattern.name)
         disabled.update(ps.disable)
+        if ps.vocabulary is not None:  # the last set that names one (or turns it off) decides
+            vocabulary, words = ps.vocabulary, ps.words
     for name in disabled:
         merged.pop(name, None)
-    return PatternSet(patterns=list(merged.values()))
+    result = PatternSet(patterns=list(merged.values()), vocabulary=vocabulary)
+    return result.with_words(words) if words is not None else result
 
 
 def as_pattern_set(patterns: PatternSet | Sequence[SignalPattern]) -> PatternSet:

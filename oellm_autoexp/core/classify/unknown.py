@@ -53,11 +53,16 @@ class Suggestion:
     keyword: str  # the longest literal run: the pattern's prefilter keyword
 
 
+def errorish(line: str) -> bool:
+    """Does the line read like the reason a process ended (an error word: `failed`, `unable`, ...)?"""
+    return _ERRORISH.search(line) is not None
+
+
 def telling_lines(lines: Sequence[str], limit: int = SHOWN_LINES) -> list[str]:
     """The lines most likely to say why the process ended: the last error-like ones, else the last ones."""
     kept = [line.rstrip("\r\n") for line in lines if line.strip()]
-    errorish = [line for line in kept if _ERRORISH.search(line)]
-    return (errorish or kept)[-limit:]
+    errorish_lines = [line for line in kept if errorish(line)]
+    return (errorish_lines or kept)[-limit:]
 
 
 def suggest_pattern(line: str) -> Suggestion | None:

@@ -28,6 +28,7 @@ from oellm_autoexp.core.checkpoint.disk import RULE as DISK_RULE
 from oellm_autoexp.core.checkpoint.disk import is_save_failure, save_failed_reason
 from oellm_autoexp.core.classify.root_cause import evidence as evidence_lines
 from oellm_autoexp.core.classify.signals import Signal
+from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN
 from oellm_autoexp.core.decide.load_failure import load_failure, with_failed_load
 from oellm_autoexp.core.decide.node_blame import DEFAULT_MAX_SHARE, Blame, BlameResult, blame_nodes
 from oellm_autoexp.core.decide.policy import (
@@ -207,6 +208,8 @@ def judge(
             decision = Decision(
                 DecisionAction.STOP, reason, rule=DISK_RULE, cancel_first=outcome.still_running
             )
+    if verdict.cause is not None and verdict.cause.pattern == GUESS_PATTERN:
+        decision = replace(decision, reason=f"{decision.reason}; {guess_note(verdict.cause)}")
     record = not (decision.action is DecisionAction.NONE and outcome.still_running)
     evidence = _evidence(verdict, outcome, decision, history.iteration, signals)
     if failed_load is not None:
@@ -223,6 +226,13 @@ def judge(
         record=record,
         blame=blame,
     )
+
+
+def guess_note(cause: Signal) -> str:
+    """What a reason adds when its class was guessed (core/classify/guess.py): no pattern named it."""
+    probability = cause.groups.get("probability", "?")
+    return (f"{cause.error_type} guessed from the words of line {cause.line_no} "
+            f"(no pattern matched it; p={probability}): {cause.line.strip()[:160]}")  # fmt: skip
 
 
 def blame_for(

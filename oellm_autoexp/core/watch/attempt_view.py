@@ -44,8 +44,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from oellm_autoexp.core.classify.classifier import Classifier, ProgressMark
+from oellm_autoexp.core.classify.guess import guessed_cause
 from oellm_autoexp.core.classify.root_cause import SILENT_DEATH_PATTERN, log_cause, root_cause
-from oellm_autoexp.core.classify.signals import PatternSet, Signal, SignalPattern
+from oellm_autoexp.core.classify.signals import PatternSet, Signal, SignalPattern, as_pattern_set
 from oellm_autoexp.core.classify.uncaught import ROOT_CAUSE_HEADER, is_uncaught_exception
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState
@@ -148,6 +149,7 @@ class AttemptView:
         # The last STEP_SAMPLES + 1 lines of a run of iteration lines keep the tracker's interval
         # samples and the log interval what reading every line would give.
         self.classifier = Classifier(patterns, source=source, progress_tail=progress.STEP_SAMPLES + 1)
+        self.patterns = as_pattern_set(patterns)  # its word model guesses a FAILED end no line explains
         self.early = early or EarlySettings()
         # The start-up limit learned from the job's earlier attempts (core/watch/startup.py);
         # None: HangConfig.startup_timeout_s.
@@ -412,8 +414,15 @@ class AttemptView:
                        observed=f"hang: {hang.detail}")  # fmt: skip
 
     def end_verdict(self, record: JobRecord, now: float) -> Verdict:
-        """Slurm says the attempt ended: judged on the log's cause (core/classify/root_cause.py `log_cause`)."""
+        """Slurm says the attempt ended: judged on the log's cause (core/classify/root_cause.py `log_cause`).
+
+        An attempt Slurm calls FAILED whose log no pattern explains gets the cause its words read
+        as (core/classify/guess.py), named as a guess. Only here: a running job is never acted on
+        from a guess, and Slurm's other ends (OUT_OF_MEMORY, NODE_FAIL, TIMEOUT, ...) say why themselves.
+        """
         cause = self.cause()
+        if cause is None and record.state is JobState.FAILED:
+            cause = guessed_cause(self.classifier, self.patterns)
         worker_exit = self._worker_exit_code()
         observed = f"job ended {record.state.value}" + (
             f" exit {record.exit_code}" if record.exit_code else ""

@@ -110,11 +110,12 @@ def test_held_out_excerpts_are_not_in_the_fitted_corpus() -> None:
     assert [e.source for e in HELD_OUT if e.text in fitted] == []
 
 
-def test_no_healthy_excerpt_is_called_a_failure(score: Score, held_score: Score) -> None:
-    """Healthy-but-alarming lines (NCCL INFO/WARN at init, loss-scale skips, ...) never read as failures."""
-    readings = [*score.healthy_called_failures, *held_score.healthy_called_failures]
-    wrong = [f"{r.excerpt.source}: {r.got}: {r.excerpt.text[:120]}" for r in readings]
-    assert wrong == []
+def test_no_healthy_excerpt_is_called_a_failure_by_a_pattern(score: Score, held_score: Score) -> None:
+    """Healthy-but-alarming lines (NCCL INFO/WARN at init, loss-scale skips, ...) never match as failures.
+
+    Held-out excerpts are only counted: their text is never shown (nothing may be tuned to it)."""
+    wrong = [f"{r.excerpt.source}: {r.got}: {r.excerpt.text[:120]}" for r in score.healthy_called_failures]
+    assert (wrong, len(held_score.healthy_called_failures)) == ([], 0)
 
 
 def test_every_record_names_a_source_and_a_known_class() -> None:
