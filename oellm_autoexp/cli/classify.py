@@ -16,7 +16,7 @@ from typing import Any
 from oellm_autoexp.adapters.logs.pattern_files import DEFAULT_PATTERNS, load_patterns, monitoring_dirs
 from oellm_autoexp.cli._sessions import open_store
 from oellm_autoexp.core.classify.classifier import Classifier
-from oellm_autoexp.core.classify.guess import guessed_cause
+from oellm_autoexp.core.classify.guess import guessed_cause, open_to_guess
 from oellm_autoexp.core.classify.root_cause import evidence, log_cause
 from oellm_autoexp.core.classify.signals import PatternSet, Signal
 from oellm_autoexp.core.classify.unknown import pattern_entry, suggest_pattern, telling_lines
@@ -89,7 +89,7 @@ def classify_file(path: Path, patterns: PatternSet) -> dict[str, Any]:
         classifier.feed(block)
     signals = classifier.signals
     cause = log_cause(signals)
-    guess = guessed_cause(classifier, patterns) if cause is None else None
+    guess = guessed_cause(classifier, patterns) if open_to_guess(cause) else None
     last = classifier.last_progress
     return {
         "file": str(path),
@@ -109,8 +109,12 @@ def classify_file(path: Path, patterns: PatternSet) -> dict[str, Any]:
         },
         "lines": classifier.lines_seen,
         # No pattern explains the log: what the monitor would call it if the attempt FAILED.
-        "guess": None if guess is None else {
-            "error_type": guess.error_type, "line": guess.line_no, "text": guess.line,
+        "guess": None
+        if guess is None
+        else {
+            "error_type": guess.error_type,
+            "line": guess.line_no,
+            "text": guess.line,
             "probability": float(guess.groups["probability"]),
         },
     }
@@ -124,15 +128,8 @@ def _brief(signal: Signal) -> dict[str, Any]:
 
 def format_report(report: dict[str, Any]) -> str:
     out = [f"{report['file']}:"]
-    guess = report.get("guess")
     if report["error_type"] is None:
         out.append("  root cause: none found")
-        if guess is not None:
-            out.append(
-                f"  if the attempt failed, its words read as {guess['error_type']} "
-                f"(line {guess['line']}, p={guess['probability']:.2f}; no pattern matched it):"
-            )
-            out.append(f"    | {guess['text']}")
     else:
         rank = "" if report["rank"] is None else f", rank {report['rank']}"
         out.append(
@@ -140,6 +137,13 @@ def format_report(report: dict[str, Any]) -> str:
             f"line {report['line']}{rank})"
         )
         out += [f"    | {line}" for line in report["evidence"]]
+    guess = report.get("guess")
+    if guess is not None:  # no pattern explains the log, or only a launcher's "exited 1"
+        out.append(
+            f"  if the attempt failed, its words read as {guess['error_type']} "
+            f"(line {guess['line']}, p={guess['probability']:.2f}; no pattern matched it):"
+        )
+        out.append(f"    | {guess['text']}")
     if report["failed_rank"] is not None:
         out.append(f"  launcher's first failed rank: {report['failed_rank']}")
     progress = report["progress"]

@@ -19,6 +19,10 @@ at the start of iteration `--fault-at-step` (before the forward pass):
 - segv:  a NULL read through ctypes: a genuine SIGSEGV (faulthandler prints the stack).
 - nan:   the output layer's bias is filled with NaN, so the forward pass yields a NaN loss;
          the training loop detects it like Megatron and aborts (exit 1).
+- guard: the user's own code gives up, in its own words: a check in the training script
+         (here: its streaming data source went away) logs why at ERROR level through Python's
+         logging and exits 1, no traceback. No library prints this line and no pattern knows
+         it; a FAILED attempt whose log only says this is read by its words (core/classify/guess.py).
 
 Before acting, the faulty rank prints one `[fault-injection]` line naming the fault, so a
 human reading the log knows it was injected; classifiers must not rely on that line.
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import logging
 import os
 import re
 import resource
@@ -66,6 +71,7 @@ class Fault(enum.StrEnum):
     KILL = "kill"  # SIGKILL of the process itself
     SEGV = "segv"  # SIGSEGV from a NULL dereference
     NAN = "nan"  # NaN loss from a poisoned weight
+    GUARD = "guard"  # the user's own check gives up: an ERROR log line in its words, exit 1
 
 
 def is_due(fault: Fault, fault_at_step: int, fault_rank: int, iteration: int, rank: int) -> bool:
@@ -86,6 +92,7 @@ def inject(fault: Fault, iteration: int, rank: int, device: torch.device, model:
         Fault.KILL: lambda: os.kill(os.getpid(), signal.SIGKILL),
         Fault.SEGV: _segv,
         Fault.NAN: lambda: _poison(model),
+        Fault.GUARD: lambda: _guard(iteration),
     }
     actions[fault]()
 
@@ -192,6 +199,18 @@ def _raise_and_linger(iteration: int, rank: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # train.py's handler only sets a flag
     threading.Thread(target=_sleep_for_good, name="lingering", daemon=False).start()
     raise RuntimeError(f"injected crash at iteration {iteration} on rank {rank}; the process lingers")
+
+
+def _guard(iteration: int) -> None:
+    # The format is logging's default (`basicConfig`): LEVEL:logger:message, as a user's script prints it.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    log = logging.getLogger("train.guard")
+    log.addHandler(handler)
+    log.error(f"lost the connection to the data server at iteration {iteration} "
+              "(connection reset by peer); stopping the run")  # fmt: skip
+    handler.flush()
+    sys.exit(1)
 
 
 def _sleep_for_good() -> None:

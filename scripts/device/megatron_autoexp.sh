@@ -33,6 +33,12 @@
 #             never evaluates, so nothing is due between 60 and 69: hang verdict ~15 s after the last
 #             line, restart, resume, complete (the plain floor, 90 s here, would wait six times longer)
 #
+# Session 10's guess, with SCENARIOS="... guard":
+#   guard     rank 1's own code gives up at iteration 120 in its own words (AUTOEXP_FAULT=guard: an ERROR
+#             log line, exit 1, no traceback; oellm_autoexp/workloads/faults.py): no pattern knows the line
+#             and torchrun only says `exitcode : 1`; the monitor reads its words (core/classify/guess.py):
+#             nccl-like (a connection reset), restart, resume, complete. Without the guess: `exception`, stop.
+#
 #   OUT=/tmp/out scripts/device/megatron_autoexp.sh          # on the 2-GPU machine (~6 min)
 #   FAKE=1 OUT=/tmp/out scripts/device/megatron_autoexp.sh   # CPU dry run with stand-in ranks
 set -uo pipefail
@@ -172,6 +178,9 @@ for s in $SCENARIOS; do
       # next three (each resumed from 50); the last logged iterations 90, 70, 80, 60: new points, all short of 90
       AUTOEXP_FAULT=kill@91,75,85,65:1 AUTOEXP_FAULT_ONCE_FILE="$W/burst/fault_fired" scenario burst 29608 &
       watch_fatal burst 'Sending process [0-9]+ closing signal' & ;;
+    guard)
+      AUTOEXP_FAULT=guard@120:1 AUTOEXP_FAULT_ONCE_FILE="$W/guard/fault_fired" scenario guard 29610 &
+      watch_fatal guard 'lost the connection to the data server' & ;;
     diskfull) diskfull & watch_fatal diskfull 'No space left|unexpected pos|write failed|Errno 28' & ;;
     *) echo "unknown scenario $s" >&2 ;;
   esac

@@ -16,6 +16,14 @@ from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN, guess_cause
 GUESS_SUBSYSTEM = "vocabulary"
 
 
+def open_to_guess(cause: Signal | None) -> bool:
+    """May a guess stand in for this reading of a failed log? Yes for no cause at all, and for a
+    launcher's bare report that a process exited 1 (torch elastic's `exitcode : 1`, read as a
+    cascade `exception`: "look above for the exception"): with no exception above, the user's
+    own last words say more than the exit status."""
+    return cause is None or (cause.role == "cascade" and cause.error_type == "exception")
+
+
 def guessed_cause(classifier: Classifier, patterns: PatternSet) -> Signal | None:
     """The guessed root cause of what `classifier` read, or None (no model, no telling line).
 

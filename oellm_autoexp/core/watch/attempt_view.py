@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from oellm_autoexp.core.classify.classifier import Classifier, ProgressMark
-from oellm_autoexp.core.classify.guess import guessed_cause
+from oellm_autoexp.core.classify.guess import guessed_cause, open_to_guess
 from oellm_autoexp.core.classify.root_cause import SILENT_DEATH_PATTERN, log_cause, root_cause
 from oellm_autoexp.core.classify.signals import PatternSet, Signal, SignalPattern, as_pattern_set
 from oellm_autoexp.core.classify.uncaught import ROOT_CAUSE_HEADER, is_uncaught_exception
@@ -416,13 +416,13 @@ class AttemptView:
     def end_verdict(self, record: JobRecord, now: float) -> Verdict:
         """Slurm says the attempt ended: judged on the log's cause (core/classify/root_cause.py `log_cause`).
 
-        An attempt Slurm calls FAILED whose log no pattern explains gets the cause its words read
-        as (core/classify/guess.py), named as a guess. Only here: a running job is never acted on
+        An attempt Slurm calls FAILED whose log no pattern explains (or only a launcher's "exited 1")
+        gets the cause its words read as (core/classify/guess.py), named as a guess. Only here: a running job is never acted on
         from a guess, and Slurm's other ends (OUT_OF_MEMORY, NODE_FAIL, TIMEOUT, ...) say why themselves.
         """
         cause = self.cause()
-        if cause is None and record.state is JobState.FAILED:
-            cause = guessed_cause(self.classifier, self.patterns)
+        if open_to_guess(cause) and record.state is JobState.FAILED:
+            cause = guessed_cause(self.classifier, self.patterns) or cause
         worker_exit = self._worker_exit_code()
         observed = f"job ended {record.state.value}" + (
             f" exit {record.exit_code}" if record.exit_code else ""

@@ -201,3 +201,32 @@ def test_a_listed_fault_fires_once_at_each_iteration_in_turn(tmp_path: Path) -> 
     assert asked.armed() and asked.at_step == 75
     assert asked.armed() and asked.at_step == 75  # the last one stays named, but is spent:
     assert not asked.armed() and marker.read_text() == "2"
+
+
+def test_the_guard_fault_exits_1_with_a_line_no_pattern_knows_and_its_words_read_as_a_network_failure(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The `guard` fault is the user's own code giving up: one ERROR log line in its words, exit 1,
+    no traceback. No shipped pattern matches it; a FAILED attempt's log of it is guessed `nccl`
+    (a connection reset): restarted, where the bare exit status alone would read `exception`."""
+    import torch
+
+    from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+    from oellm_autoexp.core.classify.classifier import Classifier
+    from oellm_autoexp.core.classify.guess import guessed_cause
+    from oellm_autoexp.workloads import faults
+
+    with pytest.raises(SystemExit) as ended:
+        faults.inject(faults.Fault.GUARD, 120, 1, torch.device("cpu"), torch.nn.Linear(1, 1))
+    assert ended.value.code == 1
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert lines == [
+        "ERROR:train.guard:lost the connection to the data server at iteration 120 "
+        "(connection reset by peer); stopping the run"
+    ]
+    patterns = load_patterns()
+    classifier = Classifier(patterns)
+    classifier.feed(lines)
+    assert classifier.signals == []
+    guess = guessed_cause(classifier, patterns)
+    assert guess is not None and (guess.error_type, guess.line_no) == ("nccl", 1)
