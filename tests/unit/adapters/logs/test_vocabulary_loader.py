@@ -74,3 +74,13 @@ def test_a_file_of_ones_own_is_used_and_false_turns_it_off(tmp_path: Path) -> No
     assert load_patterns(["off"], _dirs(tmp_path)).words is None
     quiet = load_patterns(["quiet"], _dirs(tmp_path)).words
     assert quiet is not None and HEALTHY in quiet.classes
+
+
+@pytest.mark.parametrize("value", ["true", "1"])
+def test_vocabulary_true_is_a_user_error(tmp_path: Path, value: str) -> None:
+    """`vocabulary:` takes a model's name or false; `true` (which names no model) is one clear error, not a
+    silent loss of the guess the included base file named."""
+    (tmp_path / "yes.yaml").write_text(f"include: [base]\nvocabulary: {value}\n")
+    with pytest.raises(UserError) as caught:
+        load_patterns(["yes"], _dirs(tmp_path))
+    assert "yes.yaml" in str(caught.value) and "vocabulary" in str(caught.value)
