@@ -221,6 +221,14 @@ class PatternSet(BaseModel):
         """Derived, rebuildable data (a prepared matcher); not part of the value."""
         return self._cache
 
+    @field_validator("vocabulary")
+    @classmethod
+    def _vocabulary_names_a_model(cls, value: str | bool | None) -> str | bool | None:
+        # `true` names no model: left in, it would silently drop the one an included file named.
+        if value is True:
+            raise ValueError("expected the name of a word model (monitoring/<name>.json) or false, got true")
+        return value
+
     def model_post_init(self, __context: Any) -> None:
         self._by_name = {p.name: p for p in self.patterns}
 

@@ -41,32 +41,7 @@ MIN_PROBABILITY = 0.9
 _NOISE = re.compile(r"0x[0-9a-fA-F]+|(?:/[\w.+-]+)+/?|\b[\w.-]+\.(?:py|cc|cpp|cu|c|h|so)\b|\d+")
 # CamelCase and snake_case split: `OutOfMemoryError` reads as out, of, memory, error.
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "for",
-        "from",
-        "in",
-        "is",
-        "it",
-        "of",
-        "on",
-        "or",
-        "the",
-        "to",
-        "was",
-        "with",
-        "this",
-        "that",
-    ]
-)
+_STOP = frozenset("a an and are as at be by for from in is it of on or the to was with this that".split())  # noqa: SIM905
 
 
 # Lines that can say why a process ended besides unknown.py's error words: an exception's or a

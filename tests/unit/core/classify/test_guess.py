@@ -1,0 +1,122 @@
+"""A failed attempt's cause guessed from its words when no pattern explains it (core/classify/guess.py),
+the pattern set's word model (core/classify/signals.py) and the corpus score's guesses (core/classify/score.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+from oellm_autoexp.core.classify.classifier import TAIL_CHARS, Classifier
+from oellm_autoexp.core.classify.guess import GUESS_SUBSYSTEM, guessed_cause
+from oellm_autoexp.core.classify.score import HEALTHY, Excerpt, read_excerpt, score_excerpts
+from oellm_autoexp.core.classify.signals import PatternSet, merge_pattern_sets
+from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN, guess_cause, train
+
+PATTERNS = load_patterns(["megatron_production"])  # names the shipped model (base.yaml `vocabulary:`)
+
+# Lines no shipped pattern matches, and the class the shipped model reads them as (checked at 0b8df58).
+DIVERGED = (
+    "ERROR:root:loss diverged at iteration 120 (lm loss 3.1e+38 > abort threshold 1e+30); stopping the run"
+)
+QP_FAILED = "ERROR: InfiniBand queue pair transition failed on mlx5_0, peer unreachable"
+VAGUE = "some random error happened here"
+
+ONE = train([("oom", "cannot allocate memory")])
+OTHER = train([("nccl", "ibv queue pair failed")])
+
+
+def _read(lines: list[str], patterns: PatternSet = PATTERNS) -> Classifier:
+    c = Classifier(patterns)
+    c.feed(lines)
+    return c
+
+
+@pytest.mark.parametrize(("line", "expected"), [(DIVERGED, "numerical_instability"), (QP_FAILED, "nccl"),
+                                                (VAGUE, None)])  # fmt: skip
+def test_the_shipped_model_guesses_unexplained_lines(line: str, expected: str | None) -> None:
+    """No pattern matches these lines; the shipped model names the first two, and not the vague one."""
+    c = _read(["starting", line, "done"])
+    assert c.signals == []  # nothing explains them: the guess is the only reading
+    guess = guessed_cause(c, PATTERNS)
+    assert (guess.error_type if guess else None) == expected
+    if guess is not None:
+        assert (guess.pattern, guess.subsystem, guess.role, guess.line, guess.line_no) == (
+            GUESS_PATTERN, GUESS_SUBSYSTEM, "root", line, 2)  # fmt: skip
+        assert 0.9 <= float(guess.groups["probability"]) <= 1.0
+
+
+def test_the_guess_line_number_is_the_logs() -> None:
+    """After more than TAIL_CHARS of filler (the tail starts mid-log), the guess names the line's number in
+    the whole log, not in the tail."""
+    filler = [f"step {i} went fine, nothing to report here at all" for i in range(1, 2 * TAIL_CHARS // 40)]
+    c = Classifier(PATTERNS)
+    c.feed_text("\n".join(filler) + "\n")
+    c.feed_text(QP_FAILED + "\nshutting down\n")
+    assert c.tail_lines()[0] > 1
+    guess = guessed_cause(c, PATTERNS)
+    assert guess is not None and guess.line_no == len(filler) + 1 and guess.line == QP_FAILED
+
+
+def test_a_line_a_pattern_matched_is_not_guessed_from() -> None:
+    """A line a pattern explained is its pattern's, never a guess's: NCCL's missing-libibverbs WARN (an
+    `info` entry of the nccl_gloo catalog: NCCL goes on over sockets) reads as nccl to the model, yet
+    guesses nothing."""
+    line = "h0913n-ubuntu:12877:12877 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]"
+    c = _read([line])
+    assert [(s.line, s.role) for s in c.signals] == [(line, "info")]
+    words = PATTERNS.words
+    assert words is not None and guess_cause([line], words) is not None  # what it would read as, unexplained
+    assert guessed_cause(c, PATTERNS) is None
+
+
+def test_no_model_no_guess() -> None:
+    """A set without a word model (a plain list of patterns, `vocabulary: false`) guesses nothing."""
+    bare = PatternSet(patterns=list(PATTERNS.patterns))
+    assert bare.words is None and guessed_cause(_read([QP_FAILED], bare), bare) is None
+    off = merge_pattern_sets([PATTERNS, PatternSet(vocabulary=False)])
+    assert off.words is None and guessed_cause(_read([QP_FAILED], off), off) is None
+
+
+def test_merge_the_last_set_naming_a_vocabulary_wins() -> None:
+    """Merging: the last set that names a vocabulary (or turns it off) decides; a set that names none
+    (None) inherits the one before; a set that turns it off hides the model, and a later name brings one."""
+    one = PatternSet(vocabulary="one").with_words(ONE)
+    other = PatternSet(vocabulary="other").with_words(OTHER)
+    silent = PatternSet()
+    off = PatternSet(vocabulary=False)
+    assert silent.vocabulary is None
+
+    assert merge_pattern_sets([one, other]).words is OTHER
+    assert merge_pattern_sets([other, one]).words is ONE
+    inherited = merge_pattern_sets([one, silent])
+    assert (inherited.vocabulary, inherited.words) == ("one", ONE)
+    turned_off = merge_pattern_sets([one, off, silent])
+    assert (turned_off.vocabulary, turned_off.words) == (False, None)
+    assert merge_pattern_sets([one, off, other]).words is OTHER
+    assert merge_pattern_sets([silent, silent]).words is None
+
+
+def test_with_words_leaves_the_original_alone() -> None:
+    """with_words is a copy: the set it was made from keeps its own model."""
+    base = PatternSet(patterns=list(PATTERNS.patterns)[:3], vocabulary="one")
+    attached = base.with_words(ONE)
+    assert (base.words, attached.words) == (None, ONE)
+    assert [p.name for p in attached.patterns] == [p.name for p in base.patterns]
+
+
+def test_the_score_marks_guessed_readings() -> None:
+    """read_excerpt guesses where no pattern explains an excerpt, as the monitor would for a FAILED attempt;
+    the score counts the guesses and keeps healthy excerpts a guess called a failure apart."""
+    excerpts = [
+        Excerpt(QP_FAILED, "nccl", "t#1"),
+        Excerpt(DIVERGED, "oom", "t#2"),  # a wrong guess
+        Excerpt(QP_FAILED, HEALTHY, "t#3"),  # a healthy excerpt the model calls a failure
+        Excerpt("all fine", HEALTHY, "t#4"),
+    ]
+    readings = [read_excerpt(e, PATTERNS) for e in excerpts]
+    assert [(r.got, r.guessed) for r in readings] == [
+        ("nccl", True), ("numerical_instability", True), ("nccl", True), (HEALTHY, False)]  # fmt: skip
+    score = score_excerpts(excerpts, PATTERNS)
+    assert score.guesses == (1, 3)
+    assert [r.excerpt.source for r in score.healthy_guessed_failures] == ["t#3"]
+    assert score.healthy_called_failures == []  # no pattern called it one

@@ -1,0 +1,70 @@
+"""Judging a FAILED attempt on a guessed cause (core/decide/judge.py): the reason says it was guessed, from
+which line, and the restart policy acts on the guessed class as on a recognised one."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+from oellm_autoexp.core.classify.signals import Signal
+from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN
+from oellm_autoexp.core.decide.judge import Judgement, guess_note, judge
+from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, load_policy
+from oellm_autoexp.core.jobs.job_record import JobRecord
+from oellm_autoexp.core.jobs.job_state import JobState
+from oellm_autoexp.core.watch.attempt_view import AttemptView
+from tests.paths import REPO
+
+PATTERNS = load_patterns(["megatron_production"])
+TRANSIENT = load_policy(yaml.safe_load((REPO / "config" / "restart" / "megatron_transient.yaml").read_text()))
+# No shipped pattern matches these; the shipped model reads them as numerical_instability and nccl.
+DIVERGED = (
+    "ERROR:root:loss diverged at iteration 120 (lm loss 3.1e+38 > abort threshold 1e+30); stopping the run"
+)
+QP_FAILED = "ERROR: InfiniBand queue pair transition failed on mlx5_0, peer unreachable"
+
+
+def _judged(lines: list[str], state: JobState = JobState.FAILED) -> Judgement:
+    view = AttemptView(PATTERNS)
+    view.mark_running(0.0)
+    view.read(["starting the run", *lines, "bye"], 1.0)
+    verdict = view.end_verdict(JobRecord("7", state, "sacct", exit_code=1), 5.0)
+    return judge(TRANSIENT, verdict, RestartHistory(), view.classifier.signals)
+
+
+@pytest.mark.parametrize(
+    ("line", "error_type", "action"),
+    [(DIVERGED, "numerical_instability", DecisionAction.STOP), (QP_FAILED, "nccl", DecisionAction.RESTART)],
+)
+def test_the_policy_acts_on_the_guessed_class(line: str, error_type: str, action: DecisionAction) -> None:
+    """megatron_transient stops a guessed numerical_instability (a NaN/Inf repeats) and restarts a guessed
+    nccl failure, as it does the recognised classes; the reason names the guess, its line and number."""
+    j = _judged([line])
+    assert j.decision.action is action
+    assert j.evidence.error_type == error_type and j.evidence.signal == GUESS_PATTERN
+    assert j.evidence.root_line_no == 2 and line in j.evidence.lines
+    note = f"; {error_type} guessed from the words of line 2 (no pattern matched it; p="
+    assert note in j.decision.reason and j.decision.reason.endswith(f"): {line}")
+    assert j.decision.reason.index(note) > 0  # after the policy's own reason
+
+
+def test_no_note_without_a_guess() -> None:
+    """A FAILED attempt with no telling line is judged a crash, and its reason says nothing of a guess;
+    nor does a recognised cause's."""
+    plain = _judged(["some random error happened here"])
+    assert plain.decision.reason == "Transient failure detected (error_type=crash)"
+    oom = _judged(["[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."])
+    assert "guessed" not in oom.decision.reason and oom.evidence.signal != GUESS_PATTERN
+
+
+def test_guess_note_cuts_a_long_line() -> None:
+    """The note gives the class, line number and probability, and at most 160 characters of the line."""
+    line = "  ERROR: " + "x" * 400 + "  "
+    cause = Signal(pattern=GUESS_PATTERN, error_type="nccl", subsystem="vocabulary", role="root", line=line,
+                   line_no=4711, groups={"probability": "0.97"})  # fmt: skip
+    note = guess_note(cause)
+    assert note.startswith(
+        "nccl guessed from the words of line 4711 (no pattern matched it; p=0.97): ERROR: x"
+    )
+    assert note.endswith(line.strip()[:160]) and len(note.split("): ", 1)[1]) == 160
