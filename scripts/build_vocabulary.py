@@ -36,8 +36,8 @@ sys.path.insert(0, str(REPO))
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns  # noqa: E402
 from oellm_autoexp.core.classify.catalog import Catalog  # noqa: E402
 from oellm_autoexp.core.classify.classifier import Classifier  # noqa: E402
-from oellm_autoexp.core.classify.signals import PatternSet  # noqa: E402
 from oellm_autoexp.core.classify.score import HEALTHY, Excerpt  # noqa: E402
+from oellm_autoexp.core.classify.signals import PatternSet  # noqa: E402
 from oellm_autoexp.core.classify.vocabulary import WordModel, guess_cause, train  # noqa: E402
 from scripts.corpus_report import CORPUS_DIR, load_corpus  # noqa: E402
 
@@ -134,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         current = MODEL_FILE.read_text(encoding="utf-8") if MODEL_FILE.is_file() else ""
         if current != text:
-            print(f"{MODEL_FILE.relative_to(REPO)} is stale: run scripts/build_vocabulary.py", file=sys.stderr)
+            print(
+                f"{MODEL_FILE.relative_to(REPO)} is stale: run scripts/build_vocabulary.py", file=sys.stderr
+            )
             return 1
         return 0
     MODEL_FILE.write_text(text, encoding="utf-8")

@@ -109,8 +109,12 @@ def classify_file(path: Path, patterns: PatternSet) -> dict[str, Any]:
         },
         "lines": classifier.lines_seen,
         # No pattern explains the log: what the monitor would call it if the attempt FAILED.
-        "guess": None if guess is None else {
-            "error_type": guess.error_type, "line": guess.line_no, "text": guess.line,
+        "guess": None
+        if guess is None
+        else {
+            "error_type": guess.error_type,
+            "line": guess.line_no,
+            "text": guess.line,
             "probability": float(guess.groups["probability"]),
         },
     }

@@ -21,7 +21,6 @@ the pattern (or catalog entry) and the key.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any

@@ -83,7 +83,9 @@ class Score:
     @property
     def healthy_called_failures(self) -> list[Reading]:
         """Healthy excerpts a pattern calls a failure (a guess only reads a FAILED attempt: not these)."""
-        return [r for r in self.readings if r.excerpt.expected == HEALTHY and r.got != HEALTHY and not r.guessed]
+        return [
+            r for r in self.readings if r.excerpt.expected == HEALTHY and r.got != HEALTHY and not r.guessed
+        ]
 
     @property
     def healthy_guessed_failures(self) -> list[Reading]:

@@ -41,7 +41,7 @@ MIN_PROBABILITY = 0.9
 _NOISE = re.compile(r"0x[0-9a-fA-F]+|(?:/[\w.+-]+)+/?|\b[\w.-]+\.(?:py|cc|cpp|cu|c|h|so)\b|\d+")
 # CamelCase and snake_case split: `OutOfMemoryError` reads as out, of, memory, error.
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
-_STOP = frozenset("a an and are as at be by for from in is it of on or the to was with this that".split())
+_STOP = frozenset("a an and are as at be by for from in is it of on or the to was with this that".split())  # noqa: SIM905 (reads as the word list)
 
 
 # Lines that can say why a process ended besides unknown.py's error words: an exception's or a
@@ -120,7 +120,10 @@ class WordModel:
         return sorted(((n, w / total) for n, w in weights.items()), key=lambda p: (-p[1], p[0]))
 
     def to_json(self) -> dict[str, object]:
-        return {"alpha": self.alpha, "counts": {c: dict(sorted(w.items())) for c, w in sorted(self.counts.items())}}
+        return {
+            "alpha": self.alpha,
+            "counts": {c: dict(sorted(w.items())) for c, w in sorted(self.counts.items())},
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> WordModel:
@@ -130,7 +133,9 @@ class WordModel:
         alpha = data.get("alpha", 0.1)
         if not isinstance(alpha, (int, float)) or alpha <= 0:
             raise ValueError(f"alpha: expected a positive number, got {alpha!r}")
-        return cls({str(c): {str(w): int(n) for w, n in ws.items()} for c, ws in counts.items()}, float(alpha))
+        return cls(
+            {str(c): {str(w): int(n) for w, n in ws.items()} for c, ws in counts.items()}, float(alpha)
+        )
 
 
 def train(documents: Iterable[tuple[str, str]], alpha: float = 0.1) -> WordModel:
