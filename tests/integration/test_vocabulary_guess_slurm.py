@@ -1,0 +1,141 @@
+"""The word-model guess (issue #26) on the real localhost Slurm, as a user relies on it.
+
+An attempt that Slurm ends FAILED, whose log no pattern explains, is judged on the class its words
+read as (core/classify/guess.py): a diverged loss reads as numerical_instability (permanent under
+megatron_transient: one attempt, then stop), an InfiniBand queue pair failure as nccl (transient:
+restarted). The decision's reason names the guess, `autoexp explain` shows it, and `autoexp replay
+--session` of the stopped job guesses alike. With the pattern set's `vocabulary: false` in the
+experiment's `monitoring:` section the same log is a plain crash and is restarted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from oellm_autoexp.core.watch.evidence import Evidence
+from tests.integration.test_monitor_slurm import (
+    COMPLETED,
+    AutoexpEnv,
+    autoexp_environ,
+    sacct_state,
+    slurm_jobs_with_tags,
+)
+
+pytestmark = pytest.mark.slurm
+
+DIVERGED = (
+    "ERROR:root:loss diverged at iteration 120 (lm loss 3.1e+38 > abort threshold 1e+30); stopping the run"
+)
+INFINIBAND = "ERROR: InfiniBand queue pair transition failed on mlx5_0, peer unreachable"
+GUESSED = "guessed from the words of line"
+PERMANENT = "Permanent failure detected (excluded error_type: numerical_instability)"
+CRASH_RESTART = "Transient failure detected (error_type=crash)"  # a failed attempt no line explains
+NO_GUESS = {"include": ["megatron_production"], "vocabulary": False}  # the shipped patterns, no word model
+
+
+def fail_once_with(ax: AutoexpEnv, line: str) -> str:
+    """A job script: attempt 1 prints `line` to stderr and exits 1; later attempts succeed."""
+    body = f'if [ "$n" -eq 1 ]; then echo {json.dumps(line)} >&2; exit 1; fi\necho "attempt $n done"\n'
+    return str(ax.script(body))
+
+
+def guess_reason(ax: AutoexpEnv, reason: str, error_type: str, line: str) -> bool:
+    """`reason` names `error_type` as guessed from `line` (in full), by its number in attempt 1's log.
+
+    The number is read from the log: srun's own lines about the step's end come before the
+    script's stderr there."""
+    log = ax.attempts()[0].log_path
+    assert log is not None
+    line_no = Path(log).read_text(encoding="utf-8").splitlines().index(line) + 1
+    named = f"{error_type} {GUESSED} {line_no} (no pattern matched it; p="
+    return named in reason and reason.endswith(f"): {line}")
+
+
+@pytest.fixture(scope="module")
+def diverged_run(tmp_path_factory: pytest.TempPathFactory, slurm_cluster: object) -> Iterator[AutoexpEnv]:
+    """One `autoexp run` of a job whose attempt 1 prints DIVERGED and exits 1 (shared by the stop
+    test and the replay test: one run, two views); its output is in `run.out`, its exit status in `run.rc`."""
+    ax = AutoexpEnv(tmp_path_factory.mktemp("diverged"), env=autoexp_environ())
+    try:
+        done = ax.cli("run", str(ax.experiment(["bash", fail_once_with(ax, DIVERGED)])))
+        ax.flag("run.out", done.stdout + done.stderr)
+        ax.flag("run.rc", str(done.returncode))
+        yield ax
+    finally:
+        ax.cleanup()
+
+
+def test_a_diverged_loss_no_pattern_names_is_guessed_permanent_and_stopped(diverged_run: AutoexpEnv) -> None:
+    """The line matches no pattern; Slurm ends the attempt FAILED; its words read as
+    numerical_instability, which megatron_transient does not restart: one attempt, one Slurm job,
+    the job stopped, and the reason (also in `autoexp explain`) says the class was guessed, from
+    which line."""
+    ax = diverged_run
+    assert (ax.tmp / "run.rc").read_text() == "1", (ax.tmp / "run.out").read_text()  # the job was stopped
+    (attempt,) = ax.attempts()
+    assert attempt.state.value == "FAILED" and sacct_state(attempt.executor_job_id or "") == "FAILED"
+    assert slurm_jobs_with_tags(ax.tags()) == {attempt.executor_job_id}  # no second Slurm job
+    assert (ax.tmp / "attempts").read_text().strip() == "1"
+    (decision,) = ax.decisions()
+    assert decision.action == "stop", decision
+    assert decision.reason.startswith(f"{PERMANENT}; "), decision.reason
+    assert guess_reason(ax, decision.reason, "numerical_instability", DIVERGED), decision.reason
+    evidence = Evidence.from_json(decision.evidence)
+    assert (evidence.signal, evidence.error_type, evidence.trigger) == (
+        "vocabulary_guess", "numerical_instability", "end",
+    ), evidence  # fmt: skip
+    assert ax.job().status == "stopped"
+    explain = ax.cli("explain", ax.job().name)
+    assert explain.returncode == 0, explain.stderr
+    assert f"STOP: {decision.reason}" in explain.stdout, explain.stdout
+    status = ax.cli("status", "--json")
+    assert json.loads(status.stdout)["jobs"][0]["last_decision"] == f"stop: {decision.reason}", status.stdout
+
+
+def test_the_replay_of_the_stopped_session_guesses_alike(diverged_run: AutoexpEnv) -> None:
+    """`autoexp replay --session` of the stopped job reads the attempt from the monitor's timing
+    record and takes the same decision: the stop, with the same reason naming the guess."""
+    ax = diverged_run
+    done = ax.cli("replay", "--session", "1", ax.job().name, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = json.loads(done.stdout)
+    assert row["same"], row
+    (recorded,) = row["recorded"]
+    (replayed,) = row["replayed"]
+    assert (replayed["action"], replayed["trigger"]) == ("stop", "end"), replayed
+    assert replayed["reason"] == recorded["reason"], row
+    assert guess_reason(ax, replayed["reason"], "numerical_instability", DIVERGED), replayed
+
+
+def test_with_vocabulary_false_the_same_log_is_a_crash_and_restarted(autoexp: AutoexpEnv) -> None:
+    """The experiment's `monitoring:` section carries the pattern keys `include` (the shipped set)
+    and `vocabulary: false`: nothing guesses, the failed attempt is a crash with no cause line,
+    restarted under the transient rule; attempt 2 completes."""
+    config = autoexp.experiment(["bash", fail_once_with(autoexp, DIVERGED)], NO_GUESS)
+    done = autoexp.cli("run", str(config))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [a.state.value for a in autoexp.attempts()] == ["FAILED", "COMPLETED"]
+    assert (autoexp.tmp / "attempts").read_text().strip() == "2"
+    assert autoexp.reasons() == [("restart", CRASH_RESTART), ("stop", COMPLETED)]
+    restart = Evidence.from_json(autoexp.decisions()[0].evidence)
+    # No cause at all: no pattern, no guess.
+    assert (restart.signal, restart.error_type, restart.kind) == (None, None, "crash"), restart
+
+
+def test_an_infiniband_failure_no_pattern_names_is_guessed_nccl_and_restarted(autoexp: AutoexpEnv) -> None:
+    """The InfiniBand line matches no pattern; its words read as nccl, a transient class: the
+    attempt is restarted as a new Slurm job with the guess in the reason, and attempt 2 completes."""
+    done = autoexp.cli("run", str(autoexp.experiment(["bash", fail_once_with(autoexp, INFINIBAND)])))
+    assert done.returncode == 0, done.stdout + done.stderr
+    attempts = autoexp.attempts()
+    assert [a.state.value for a in attempts] == ["FAILED", "COMPLETED"]
+    assert len({a.executor_job_id for a in attempts}) == 2
+    (restart, stop) = autoexp.reasons()
+    assert restart[0] == "restart" and restart[1].startswith("Transient failure detected (error_type=nccl); ")
+    assert guess_reason(autoexp, restart[1], "nccl", INFINIBAND), restart
+    assert stop == ("stop", COMPLETED)
+    assert Evidence.from_json(autoexp.decisions()[0].evidence).signal == "vocabulary_guess"
