@@ -134,7 +134,9 @@ MonitoringSection = create_model(
 def split_monitoring(section: Mapping[str, Any], source: str) -> tuple[MonitorSettings, dict[str, Any]]:
     """(settings, the pattern part) of a composed `monitoring:` section.
 
-    An empty pattern part means the default pattern set.
+    A pattern part that names no `include` and no `patterns` of its own (empty, or only
+    `disable:`, `catalogs:`, `vocabulary:`) modifies the default pattern set: `vocabulary: false`
+    alone turns the guess off, it does not drop every pattern.
     """
     settings_part = {k: v for k, v in section.items() if k in _SETTING_KEYS}
     patterns_part = {k: v for k, v in section.items() if k not in _SETTING_KEYS}
@@ -144,8 +146,8 @@ def split_monitoring(section: Mapping[str, Any], source: str) -> tuple[MonitorSe
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise UserError(f"{source}: monitoring.{where}: {first['msg']}") from exc
-    if not patterns_part:
-        patterns_part = {"include": [DEFAULT_PATTERNS]}
+    if "include" not in patterns_part and "patterns" not in patterns_part:
+        patterns_part = {"include": [DEFAULT_PATTERNS], **patterns_part}
     return settings, patterns_part
 
 

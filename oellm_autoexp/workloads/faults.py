@@ -207,6 +207,7 @@ def _guard(iteration: int) -> None:
     handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
     log = logging.getLogger("train.guard")
     log.addHandler(handler)
+    log.propagate = False  # once, also where the script configured the root logger (Megatron does)
     log.error(f"lost the connection to the data server at iteration {iteration} "
               "(connection reset by peer); stopping the run")  # fmt: skip
     handler.flush()

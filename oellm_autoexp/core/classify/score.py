@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from oellm_autoexp.core.classify.classifier import Classifier
-from oellm_autoexp.core.classify.guess import guessed_cause, open_to_guess
+from oellm_autoexp.core.classify.guess import judged_cause
 from oellm_autoexp.core.classify.root_cause import log_cause
 from oellm_autoexp.core.classify.signals import PatternSet
 from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN
@@ -137,8 +137,7 @@ def read_excerpt(excerpt: Excerpt, patterns: PatternSet) -> Reading:
     classifier = Classifier(patterns, source=excerpt.source)
     classifier.feed(excerpt.text.splitlines())
     cause = log_cause(classifier.signals)
-    if open_to_guess(cause):  # read as a failed attempt's log: the monitor guesses from its words
-        cause = guessed_cause(classifier, patterns) or cause
+    cause = judged_cause(cause, classifier, patterns, failed=True)  # read as a failed attempt's log
     got = cause.error_type if cause is not None and cause.error_type else HEALTHY
     mixed = cause is not None and any(
         s is not cause

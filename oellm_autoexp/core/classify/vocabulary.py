@@ -58,17 +58,24 @@ _TELLING = re.compile(
 # Lines that say they are no cause: a notice or warning by its level (NCCL's `WARN` is its error
 # level and stays), and the training loop's own progress (Megatron's iteration line, a tqdm bar),
 # whose `nan iterations: 0` and `loss scale` are figures, not failures.
+# A stack's lines are where, not why: Python's `File "x.py", line N` and the source line under it,
+# C++'s `frame #3:`, gdb's `#3 0x... in`, faulthandler's `Extension modules:`, and the dump logging
+# prints when a record cannot be formatted (`Message: '...'`, `Arguments: (...)`).
 _NOT_A_CAUSE = re.compile(
     r"\b(?:INFO|DEBUG|NOTICE)\b|(?:^|[\s\[])[WI] ?[\w./-]+\.(?:cc|cpp|cu|h|py):\d+\]|\w*warning\b|^\W*[WI]\d{4} |"
-    r"\biteration\s+\d+\s*/\s*\d+\s*\||\d+%\|",
+    r"\biteration\s+\d+\s*/\s*\d+\s*\||\d+%\||"
+    r"^\s*File \"[^\"]*\", line \d+|^\s*frame #\d+:|^\s*#\d+\s+0x[0-9a-f]+ in |^\s*Extension modules:|"
+    r"^\s*(?:Message: '|Arguments: \()|^\s{2,}(?:def|class|return|if|elif|else|for|while|with|try|except|finally)\b",
     re.IGNORECASE,
 )
 
 
 def telling(line: str) -> bool:
     """Can the line say why the process ended (an error word, an exception's name, a limit, a
-    signal), and is it not a notice, a warning or a progress line?"""
-    return (errorish(line) or _TELLING.search(line) is not None) and _NOT_A_CAUSE.search(line) is None
+    signal), and is it not a notice, a warning, a stack's line or a progress line? Judged
+    without the launcher's prefix (`[rank0]:`, `3: `)."""
+    body = strip_prefix(line)[0]
+    return (errorish(body) or _TELLING.search(body) is not None) and _NOT_A_CAUSE.search(body) is None
 
 
 def words(line: str) -> list[str]:

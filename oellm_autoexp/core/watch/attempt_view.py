@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from oellm_autoexp.core.classify.classifier import Classifier, ProgressMark
-from oellm_autoexp.core.classify.guess import guessed_cause, open_to_guess
+from oellm_autoexp.core.classify.guess import judged_cause
 from oellm_autoexp.core.classify.root_cause import SILENT_DEATH_PATTERN, log_cause, root_cause
 from oellm_autoexp.core.classify.signals import PatternSet, Signal, SignalPattern, as_pattern_set
 from oellm_autoexp.core.classify.uncaught import ROOT_CAUSE_HEADER, is_uncaught_exception
@@ -369,7 +369,7 @@ class AttemptView:
         due = self.fatal_due_s()
         if due is None or now < due or self.first_fatal is None:
             return None
-        cause = self.cause(now=now)
+        cause = judged_cause(self.cause(now=now), self.classifier, self.patterns, failed=False)
         if cause is None:
             return None  # the launcher was told to stop from outside: Slurm's end state will say why
         notes = (
@@ -416,13 +416,14 @@ class AttemptView:
     def end_verdict(self, record: JobRecord, now: float) -> Verdict:
         """Slurm says the attempt ended: judged on the log's cause (core/classify/root_cause.py `log_cause`).
 
-        An attempt Slurm calls FAILED whose log no pattern explains (or only a launcher's "exited 1")
-        gets the cause its words read as (core/classify/guess.py), named as a guess. Only here: a running job is never acted on
+        An attempt Slurm calls FAILED whose log no pattern explains (or only a launcher's "exited 1"),
+        and a worker's death its launcher reports with nothing a pattern knows before it, get the
+        cause their words read as (core/classify/guess.py `judged_cause`), named as a guess. Only here: a running job is never acted on
         from a guess, and Slurm's other ends (OUT_OF_MEMORY, NODE_FAIL, TIMEOUT, ...) say why themselves.
         """
-        cause = self.cause()
-        if open_to_guess(cause) and record.state is JobState.FAILED:
-            cause = guessed_cause(self.classifier, self.patterns) or cause
+        cause = judged_cause(
+            self.cause(), self.classifier, self.patterns, failed=record.state is JobState.FAILED
+        )
         worker_exit = self._worker_exit_code()
         observed = f"job ended {record.state.value}" + (
             f" exit {record.exit_code}" if record.exit_code else ""

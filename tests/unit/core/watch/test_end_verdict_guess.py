@@ -9,6 +9,7 @@ import pytest
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
 from oellm_autoexp.core.classify.classifier import TAIL_CHARS
+from oellm_autoexp.core.classify.guess import LAST_WORDS_LINES
 from oellm_autoexp.core.classify.signals import PatternSet, SignalPattern, merge_pattern_sets
 from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN
 from oellm_autoexp.core.jobs.job_record import JobRecord
@@ -85,15 +86,28 @@ def test_no_guess_without_a_model() -> None:
     assert _view([DIVERGED], bare).end_verdict(JobRecord("7", JobState.FAILED, "sacct"), 5.0).cause is None
 
 
-def test_a_running_job_is_never_judged_on_a_guess() -> None:
-    """While the job runs, a fatal-line verdict and a hang verdict carry what the lines say, never a guess:
-    with an unexplained telling line and then a teardown, the cause is the silent death (`killed`); a hang
-    with no root line has no cause."""
-    view = _view([DIVERGED, TEARDOWN])
-    fatal = view.fatal_verdict(10.0)
-    assert fatal is not None and fatal.cause is not None
-    assert (fatal.cause.pattern, fatal.cause.line) == (KILLED_PATTERN, TEARDOWN)
+def test_a_running_job_is_never_acted_on_from_a_guess() -> None:
+    """While the job runs, a guess never triggers a verdict: unexplained telling lines alone give no
+    fatal verdict, and a hang with no root line has no cause."""
     quiet = _view([DIVERGED, QP_FAILED])
     assert quiet.fatal_verdict(100.0) is None
     hang = quiet.hang_verdict(10_000.0, HangConfig(progress_floor_s=30.0, no_output_timeout_s=60.0))
     assert hang is not None and hang.hang is not None and hang.cause is None
+
+
+def test_a_silent_death_is_named_by_the_failed_workers_last_words() -> None:
+    """The launcher tears the job down (that, not a guess, is the verdict's trigger); a telling line no
+    pattern knows just before the teardown names the class; a worker with no last words stays `killed`,
+    and words more than LAST_WORDS_LINES before the teardown are not its last."""
+    fatal = _view([DIVERGED, TEARDOWN]).fatal_verdict(10.0)
+    assert fatal is not None and fatal.cause is not None
+    assert (fatal.cause.pattern, fatal.cause.error_type, fatal.cause.line) == (
+        GUESS_PATTERN,
+        "numerical_instability",
+        DIVERGED,
+    )
+    silent = _view(["step 1", TEARDOWN]).fatal_verdict(10.0)
+    assert silent is not None and silent.cause is not None and silent.cause.pattern == KILLED_PATTERN
+    filler = [f"step {i}" for i in range(LAST_WORDS_LINES)]
+    long_ago = _view([DIVERGED, *filler, TEARDOWN]).fatal_verdict(10.0)
+    assert long_ago is not None and long_ago.cause is not None and long_ago.cause.pattern == KILLED_PATTERN
