@@ -118,6 +118,11 @@ EXPECTED: dict[str, tuple[str | None, int | None, str | None]] = {
     "megatron_autoexp/burst_attempt4.log": ("killed", None, None),
     # the same burst with the kills injected in process (AUTOEXP_FAULT=kill@91,75,85,65:1), rank 1 silent
     **{f"megatron_autoexp/burst_inproc_attempt{n}.log": ("killed", None, None) for n in (1, 2, 3, 4)},
+    # 2 x H100, session 10: rank 1's own code gave up in words no pattern knows (AUTOEXP_FAULT=guard). The
+    # monitor judged it at torchrun's teardown by those words (test_megatron_protocol.py); read whole, the log
+    # ends with torchrun's own `--- Logging error ---` traceback (a KeyError in its SIGTERM handling, printed
+    # after the monitor's cancel), which reads as a Python exception: a known wart of reading a log after its end
+    "megatron_autoexp/guard_attempt1.log": ("exception", None, None),
 }
 
 FIXTURES = sorted(str(p.relative_to(LOGS)) for p in LOGS.rglob("*.log"))

@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+from oellm_autoexp.core.classify.signals import PatternSet, merge_pattern_sets
 from oellm_autoexp.core.decide.judge import Judgement, PastDecision, history_from, judge
 from oellm_autoexp.core.decide.policy import DecisionAction, load_policy
 from oellm_autoexp.core.jobs.job_record import JobRecord
@@ -140,3 +141,36 @@ def test_a_silent_stall_where_nothing_is_due_is_judged_at_the_learned_limit_not_
     assert plain.hang_verdict(last + 45.0, hang) is None
     late = plain.hang_verdict(last + 91.0, hang)
     assert late is not None and late.hang is not None and late.hang.limit_s == 90.0
+
+
+def test_a_worker_that_gives_up_in_its_own_words_is_named_by_them_and_restarted() -> None:
+    """2 x H100, 2026-11-26 (session 10's `guard` scenario): rank 1's own code gave up at iteration 120 with
+    one ERROR log line no pattern knows (a lost data-server connection) and exit 1; torchrun began its
+    teardown 5 s later, before it reported the exit code. The teardown triggers the verdict; the worker's
+    last words name the class (nccl, a transient: restart), where alone they read `killed`. Without the
+    word model the same log is a silent death."""
+    name = "megatron_autoexp/guard_attempt1.log"
+    lines = (LOGS / name).read_text(errors="replace").splitlines()
+    teardown = next(i for i, line in enumerate(lines) if "closing signal SIGTERM" in line)
+    for patterns, expected in ((PATTERNS, ("nccl", "vocabulary_guess")), (WITHOUT_WORDS, ("killed", None))):
+        view = AttemptView(patterns)
+        view.mark_running(0.0)
+        view.read(lines[: teardown + 1], 1.0)
+        verdict = view.fatal_verdict(60.0)
+        assert verdict is not None and verdict.cause is not None
+        judged = judge(POLICY, verdict, history_from([], 1, view.last_iteration), view.classifier.signals)
+        assert judged.decision.action is DecisionAction.RESTART
+        assert (judged.outcome.error_type, judged.outcome.signal if expected[1] else None) == expected
+    assert "nccl guessed from the words of line 1009" in judged_reason(PATTERNS, lines[: teardown + 1])
+
+
+def judged_reason(patterns: object, lines: list[str]) -> str:
+    view = AttemptView(patterns)  # type: ignore[arg-type]
+    view.mark_running(0.0)
+    view.read(lines, 1.0)
+    verdict = view.fatal_verdict(60.0)
+    assert verdict is not None
+    return judge(POLICY, verdict, history_from([], 1, view.last_iteration), view.classifier.signals).decision.reason
+
+
+WITHOUT_WORDS = merge_pattern_sets([PATTERNS, PatternSet(vocabulary=False)])
