@@ -170,7 +170,9 @@ def judged_reason(patterns: object, lines: list[str]) -> str:
     view.read(lines, 1.0)
     verdict = view.fatal_verdict(60.0)
     assert verdict is not None
-    return judge(POLICY, verdict, history_from([], 1, view.last_iteration), view.classifier.signals).decision.reason
+    return judge(
+        POLICY, verdict, history_from([], 1, view.last_iteration), view.classifier.signals
+    ).decision.reason
 
 
 WITHOUT_WORDS = merge_pattern_sets([PATTERNS, PatternSet(vocabulary=False)])

@@ -268,6 +268,15 @@ def classify_lines(
     return _classify_block(stripped, index_of(pattern_set), finder, start_line_no, {}, source)
 
 
+def _last_lines_text(block: Sequence[str]) -> str:
+    """The block's last lines that fill TAIL_CHARS, as text: a 20,000-line block is not joined whole."""
+    size, start = 0, len(block)
+    while start > 0 and size < TAIL_CHARS:
+        start -= 1
+        size += len(block[start]) + 1
+    return "\n".join(block[start:]) + "\n"
+
+
 class Classifier:
     """Incremental classification of one growing log, for the monitor.
 
@@ -328,7 +337,7 @@ class Classifier:
         )
         self.lines_seen += len(block)
         if block:
-            self._keep_tail("\n".join(block) + "\n")
+            self._keep_tail(_last_lines_text(block))
         for signal in new:
             self._keep(signal)
         return new
