@@ -123,7 +123,7 @@ def load_vocabulary(name: str, search_dirs: Sequence[Path], origin: str = "vocab
     if path not in _VOCABULARIES:
         try:
             _VOCABULARIES[path] = WordModel.from_json(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (OSError, ValueError) as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise UserError(f"{path}: not a word model ({exc})") from None
     return _VOCABULARIES[path]
 

@@ -133,16 +133,21 @@ class WordModel:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> WordModel:
-        counts = data["counts"]
-        if not isinstance(counts, Mapping):
+    def from_json(cls, data: object) -> WordModel:
+        """The model a `to_json` mapping describes; ValueError naming the key that is wrong."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("counts"), Mapping):
             raise ValueError("counts: expected a mapping of class -> word -> count")
         alpha = data.get("alpha", 0.1)
-        if not isinstance(alpha, (int, float)) or alpha <= 0:
-            raise ValueError(f"alpha: expected a positive number, got {alpha!r}")
-        return cls(
-            {str(c): {str(w): int(n) for w, n in ws.items()} for c, ws in counts.items()}, float(alpha)
-        )
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < math.inf:
+            raise ValueError(f"alpha: expected a positive finite number, got {alpha!r}")
+        counts: dict[str, dict[str, int]] = {}
+        for name, per_class in data["counts"].items():
+            if not isinstance(per_class, Mapping) or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in per_class.values()
+            ):
+                raise ValueError(f"counts.{name}: expected a mapping of word -> count (a whole number >= 0)")
+            counts[str(name)] = {str(w): n for w, n in per_class.items()}
+        return cls(counts, float(alpha))
 
 
 def train(documents: Iterable[tuple[str, str]], alpha: float = 0.1) -> WordModel:

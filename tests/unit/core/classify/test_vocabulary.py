@@ -109,9 +109,17 @@ def test_json_round_trip_keeps_the_posteriors() -> None:
         {"alpha": 0.3, "counts": ["oom", "memory"]},
         {"alpha": 0.3, "counts": "oom"},
         {"alpha": 0.3, "counts": {"oom": {"memory": "many"}}},
+        {"alpha": float("nan"), "counts": {"oom": {"memory": 1}}},  # json reads NaN: every posterior NaN
+        {"alpha": float("inf"), "counts": {"oom": {"memory": 1}}},
+        {"alpha": True, "counts": {"oom": {"memory": 1}}},
+        {"alpha": 0.3, "counts": {"oom": ["memory"]}},
+        {"alpha": 0.3, "counts": {"oom": {"memory": -1}}},
+        {"alpha": 0.3, "counts": {"oom": {"memory": 1.5}}},
+        {"alpha": 0.3},
+        [],
     ],
 )
-def test_from_json_rejects_a_bad_alpha_or_counts(data: dict[str, object]) -> None:
+def test_from_json_rejects_a_bad_alpha_or_counts(data: object) -> None:
     """A non-positive or non-numeric alpha, counts that are no mapping or no numbers: ValueError."""
     with pytest.raises(ValueError):
         WordModel.from_json(data)
