@@ -84,11 +84,11 @@ def shipped_patterns() -> PatternSet:
     return load_patterns()
 
 
-def explained(excerpt: Excerpt) -> set[str]:
-    """The excerpt's lines a shipped pattern matches (any role): never a guess's line."""
+def explained(excerpt: Excerpt) -> set[int]:
+    """The numbers (from 1) of the excerpt's lines a shipped pattern matches (any role): never a guess's line."""
     classifier = Classifier(shipped_patterns(), source=excerpt.source, fast=False)
     classifier.feed(excerpt.text.splitlines())
-    return {s.line for s in classifier.signals}
+    return classifier.matched_line_numbers()
 
 
 def cross_validate(alpha: float, min_probability: float) -> Counter[str]:

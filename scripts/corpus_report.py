@@ -32,7 +32,7 @@ from oellm_autoexp.core.classify.score import (  # noqa: E402
     format_score,
     score_excerpts,
 )
-from oellm_autoexp.core.decide.class_action import action_for  # noqa: E402
+from oellm_autoexp.core.decide.class_action import action_for, guessed_action_for  # noqa: E402
 from oellm_autoexp.core.decide.policy import RestartPolicy, load_policy  # noqa: E402
 
 CORPUS_DIR = REPO / "tests" / "corpus"
@@ -65,12 +65,16 @@ def load_restart_policy(name: str) -> RestartPolicy:
 
 def summary(name: str, score: Score, policy: RestartPolicy) -> str:
     right = sum(r.right for r in score.readings)
-    decided = score.decision_accuracy(lambda c: action_for(c, policy))
+    decided = score.decision_accuracy(
+        lambda c: action_for(c, policy), lambda c: guessed_action_for(c, policy)
+    )
     guessed_right, guessed = score.guesses
     return (
         f"{name:<9} class accuracy {score.accuracy:6.1%} ({right}/{len(score.readings)})"
         f"   decision accuracy {decided:6.1%}"
         f"   word-model guesses {guessed_right}/{guessed} right"
+        f"   healthy guessed a failure had it failed {len(score.healthy_guessed_failures)}/"
+        f"{sum(r.excerpt.expected == 'healthy' for r in score.readings)}"
     )
 
 
@@ -121,7 +125,8 @@ def save(args: argparse.Namespace, fitted: Score, held: Score, policy: RestartPo
     def figures(score: Score) -> dict[str, object]:
         return {"n": len(score.readings), "right": sum(r.right for r in score.readings),
                 "accuracy": score.accuracy, "guesses": list(score.guesses),
-                "decision_accuracy": score.decision_accuracy(lambda c: action_for(c, policy))}  # fmt: skip
+                "decision_accuracy": score.decision_accuracy(lambda c: action_for(c, policy),
+                                                             lambda c: guessed_action_for(c, policy))}  # fmt: skip
 
     data = {"benchmark": "corpus_accuracy", "patterns": args.patterns, "restart": args.restart,
             **environment(), "fitted": figures(fitted), "held_out": figures(held), "table": text}  # fmt: skip

@@ -15,6 +15,7 @@ Signal. Which signal is the cause: core/classify/root_cause.py.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -38,6 +39,10 @@ from oellm_autoexp.core.classify.signals import PatternSet, Signal, SignalPatter
 MAX_LINE_CHARS = 4000  # a Signal keeps at most this much of its line
 MAX_KEPT_SIGNALS = 10_000  # a Classifier keeps the first N non-progress signals
 TAIL_CHARS = 32_768  # the end of the log a guess reads (~300 lines; core/classify/guess.py)
+# The lines before a launcher's teardown of a failed worker kept as its last words (core/classify/guess.py):
+# what it printed as it gave up comes right before the launcher notices (torchrun polls every few seconds).
+LAST_WORDS_LINES = 20
+MATCHED_KEPT = 4096  # line numbers of the latest matched lines: a guess never reads a line a pattern matched
 # torch's NCCL watchdog lines (config/monitoring/base.yaml): every rank of a hung collective prints
 # them, so on a job of thousands of ranks they pass MAX_KEPT_SIGNALS; the first of each per rank is
 # kept past it (up to MAX_PER_RANK_SIGNALS), so that node blame can see which ranks never printed
@@ -321,6 +326,11 @@ class Classifier:
         # The log's last TAIL_CHARS: what a guess reads when no pattern explains a failed attempt
         # (core/classify/guess.py). One copy of each chunk, no per-line work.
         self._tail = ""
+        self._tail_cut = False  # the tail starts in the middle of a line
+        self._matched: deque[int] = deque(maxlen=MATCHED_KEPT)  # every matched line's number, kept or not
+        # (first line number, lines): the LAST_WORDS_LINES lines before the first teardown of a failed
+        # worker, taken when it is read, so that later output cannot push them out of the tail
+        self.last_words: tuple[int, list[str]] | None = None
 
     @property
     def progress_gaps(self) -> set[int]:
@@ -335,9 +345,9 @@ class Classifier:
         new = _classify_block(
             block, self._index, self._finder, start, self._last_hit, self._source, self._collapse
         )
-        self.lines_seen += len(block)
         if block:
-            self._keep_tail(_last_lines_text(block))
+            self._took(block, start, new)
+        self.lines_seen += len(block)
         for signal in new:
             self._keep(signal)
         return new
@@ -355,8 +365,8 @@ class Classifier:
             complete, self._index, self._finder, self.lines_seen + 1, self._last_hit, self._source,
             self._collapse,
         )  # fmt: skip
+        self._took(complete, self.lines_seen + 1, new)
         self.lines_seen += complete.count("\n")
-        self._keep_tail(complete)
         for signal in new:
             self._keep(signal)
         return new
@@ -386,8 +396,8 @@ class Classifier:
             )  # fmt: skip
         finally:
             self._collapse.marks = False
+        self._took(text, self.lines_seen + 1, new)
         self.lines_seen += text.count("\n") if n_lines is None else n_lines
-        self._keep_tail(text)
         for signal in new:
             self._keep(signal)
         last = next((item for item in reversed(new) if isinstance(item, ProgressMark)), None)
@@ -410,17 +420,45 @@ class Classifier:
     def tail_lines(self) -> tuple[int, list[str]]:
         """The last complete lines read (at most TAIL_CHARS of them) and the line number of the first."""
         lines = self._tail.split("\n")[:-1]
-        if len(self._tail) >= TAIL_CHARS and lines:
+        if self._tail_cut and lines:
             lines = lines[1:]  # cut mid-line at the front
         return self.lines_seen - len(lines) + 1, lines
 
+    def matched_line_numbers(self) -> set[int]:
+        """The numbers of the latest MATCHED_KEPT lines a pattern matched (signals past the cap included)."""
+        return set(self._matched)
+
+    def _took(self, chunk: str | Sequence[str], first_no: int, new: Sequence[Signal | ProgressMark]) -> None:
+        """After a read of complete lines numbered from `first_no`: the failed worker's last words if
+        its teardown is among `new`, then the tail. Before `lines_seen` counts the chunk."""
+        if self.last_words is None:
+            teardown = next(
+                (s.line_no for s in new if isinstance(s, Signal) and s.teardown_start == "worker_failed"),
+                None,
+            )
+            if teardown is not None:
+                self.last_words = self._lines_before(teardown, chunk, first_no)
+        self._keep_tail(chunk if isinstance(chunk, str) else _last_lines_text(chunk))
+
+    def _lines_before(self, line_no: int, chunk: str | Sequence[str], first_no: int) -> tuple[int, list[str]]:
+        tail_first, tail = self.tail_lines()
+        lines = chunk.split("\n")[:-1] if isinstance(chunk, str) else list(chunk)
+        numbered = [*zip(range(tail_first, first_no), tail, strict=False), *enumerate(lines, first_no)]
+        kept = [(n, line) for n, line in numbered if line_no - LAST_WORDS_LINES <= n < line_no]
+        return (kept[0][0], [line for _, line in kept]) if kept else (line_no, [])
+
     def _keep_tail(self, text: str) -> None:
-        self._tail = text[-TAIL_CHARS:] if len(text) >= TAIL_CHARS else (self._tail + text)[-TAIL_CHARS:]
+        """Keep the last TAIL_CHARS of the log; `text` is complete lines."""
+        whole, cut = (text, False) if len(text) >= TAIL_CHARS else (self._tail + text, self._tail_cut)
+        if len(whole) > TAIL_CHARS:
+            whole, cut = whole[-TAIL_CHARS:], whole[-TAIL_CHARS - 1] != "\n"
+        self._tail, self._tail_cut = whole, cut
 
     def first_failed_rank(self) -> int | None:
         return first_failed_rank(self.signals)
 
     def _keep(self, signal: Signal | ProgressMark) -> None:
+        self._matched.append(signal.line_no)
         if isinstance(signal, ProgressMark):
             self.progress_count += 1
             value = signal.groups.get("iteration")

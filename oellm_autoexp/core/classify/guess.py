@@ -1,11 +1,14 @@
 """A failed attempt's cause when no pattern explains its log: the guess from its words, as a Signal. No I/O.
 
-Two readings leave room for a guess (`judged_cause`):
-- a FAILED attempt whose log gives no cause, or only a launcher's "exited 1": the telling lines
-  of the log's tail are weighed;
-- a launcher that tears the job down for a worker that said nothing a pattern knows (a "silent
-  death", read `killed`): the worker's last words, the lines just before the teardown, are
-  weighed; a SIGKILLed worker has none and stays `killed`.
+Only for an attempt that failed (Slurm says FAILED, or the launcher tears the job down for a
+failed worker), two readings leave room for a guess (`judged_cause`):
+- no cause, or only a report that a process exited 1 (torch elastic's `exitcode : 1`: "look
+  above"): the telling lines of the log's tail are weighed;
+- a worker that died saying nothing a pattern knows (a "silent death", read `killed`): its last
+  words, the LAST_WORDS_LINES lines before the launcher's teardown (kept when the teardown is read,
+  core/classify/classifier.py), are weighed; a SIGKILLed worker has none and stays `killed`.
+A guess names the class; the judge never lets it make a decision more drastic than the reading
+it replaced (core/decide/judge.py).
 
 The monitor (core/watch/attempt_view.py), the replay, `autoexp classify` and the corpus score
 (core/classify/score.py) all ask here, so they guess alike. The word model is the pattern set's
@@ -21,16 +24,13 @@ from oellm_autoexp.core.classify.signals import PatternSet, Signal
 from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN, guess_cause
 
 GUESS_SUBSYSTEM = "vocabulary"
-# The lines before a launcher's teardown that may hold the failed worker's last words: what it
-# printed as it gave up comes right before the launcher notices (torchrun polls every few seconds).
-LAST_WORDS_LINES = 20
 
 
 def open_to_guess(cause: Signal | None) -> bool:
     """May a guess stand in for this reading of a failed log? Yes for no cause at all, and for a
-    launcher's bare report that a process exited 1 (torch elastic's `exitcode : 1`, read as a
-    cascade `exception`: "look above for the exception"): with no exception above, the user's
-    own last words say more than the exit status."""
+    cascade `exception`: a launcher's or a worker pool's report that a process exited with an error
+    (torch elastic's `exitcode : 1`, a DataLoader worker that exited), which says "look above"; with
+    no exception above, the words above say more than the exit status."""
     return cause is None or (cause.role == "cascade" and cause.error_type == "exception")
 
 
@@ -39,34 +39,39 @@ def judged_cause(
 ) -> Signal | None:
     """The cause a verdict carries: `cause` (the log's reading), or a guess where it leaves room.
 
-    `failed`: Slurm says the attempt FAILED (or the log is read as a failed attempt's).
+    `failed`: the attempt failed (Slurm says FAILED, or a launcher tore it down for a failed worker,
+    or the log is read as a failed attempt's). Otherwise nothing is guessed.
     """
+    if not failed:
+        return cause
     if cause is not None and cause.pattern == SILENT_DEATH_PATTERN:
-        return guessed_cause(classifier, patterns, before_line=cause.line_no) or cause
-    if failed and open_to_guess(cause):
+        words = classifier.last_words
+        if words is None or words[0] + len(words[1]) != cause.line_no:
+            return cause  # not the teardown whose last words were kept
+        return _guess(words[0], words[1], classifier, patterns) or cause
+    if open_to_guess(cause):
         return guessed_cause(classifier, patterns) or cause
     return cause
 
 
-def guessed_cause(
-    classifier: Classifier, patterns: PatternSet, before_line: int | None = None
-) -> Signal | None:
-    """The guessed root cause of what `classifier` read, or None (no model, no telling line).
-
-    Lines a pattern matched are not guessed from: their pattern said what they are. With
-    `before_line`, only the LAST_WORDS_LINES lines before that line are weighed.
-    """
-    words = patterns.words
-    if words is None:
-        return None
+def guessed_cause(classifier: Classifier, patterns: PatternSet) -> Signal | None:
+    """The guess from the telling lines of the log's tail, or None (no model, no telling line)."""
     first_no, lines = classifier.tail_lines()
-    if before_line is not None:
-        start = max(first_no, before_line - LAST_WORDS_LINES)
-        lines = lines[start - first_no : max(0, before_line - first_no)]
-        first_no = start
-    explained = {s.line for s in classifier.signals}
-    if classifier.last_progress is not None:
-        explained.add(classifier.last_progress.line)
+    return _guess(first_no, lines, classifier, patterns)
+
+
+def is_guess(cause: Signal | None) -> bool:
+    return cause is not None and cause.pattern == GUESS_PATTERN
+
+
+def _guess(first_no: int, lines: list[str], classifier: Classifier, patterns: PatternSet) -> Signal | None:
+    """The guess from `lines` (numbered from `first_no`), the lines a pattern matched left out."""
+    words = patterns.words
+    if words is None or not lines:
+        return None
+    explained = {
+        n - first_no + 1 for n in classifier.matched_line_numbers() if first_no <= n < first_no + len(lines)
+    }
     guess = guess_cause(lines, words, explained=explained)
     if guess is None:
         return None

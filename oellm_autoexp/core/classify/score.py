@@ -43,6 +43,8 @@ class Reading:
     got: str  # the root cause's error_type, or HEALTHY
     mixed: bool = False  # besides the root, a cascade/teardown line or a line of another class
     guessed: bool = False  # no pattern explained it: the word model's guess (core/classify/guess.py)
+    # A healthy excerpt read as if its attempt had FAILED: the class the word model would guess (None: none)
+    guess_if_failed: str | None = None
 
     @property
     def right(self) -> bool:
@@ -82,7 +84,7 @@ class Score:
 
     @property
     def healthy_called_failures(self) -> list[Reading]:
-        """Healthy excerpts a pattern calls a failure (a guess only reads a FAILED attempt: not these)."""
+        """Healthy excerpts read as a failure (a healthy run is never guessed on: a pattern did it)."""
         return [
             r for r in self.readings if r.excerpt.expected == HEALTHY and r.got != HEALTHY and not r.guessed
         ]
@@ -90,7 +92,7 @@ class Score:
     @property
     def healthy_guessed_failures(self) -> list[Reading]:
         """Healthy excerpts the word model would call a failure had the attempt FAILED with only these lines."""
-        return [r for r in self.readings if r.excerpt.expected == HEALTHY and r.guessed]
+        return [r for r in self.readings if r.excerpt.expected == HEALTHY and r.guess_if_failed is not None]
 
     @property
     def guesses(self) -> tuple[int, int]:
@@ -111,15 +113,22 @@ class Score:
         right = Counter(r.excerpt.family for r in self.readings if r.right)
         return [(f, support[f], right[f]) for f in sorted(support)]
 
-    def decision_accuracy(self, action: Callable[[str | None], object]) -> float:
+    def decision_accuracy(
+        self, action: Callable[[str | None], object], guessed: Callable[[str | None], object] | None = None
+    ) -> float:
         """The share of excerpts whose reading leads to the action their label leads to.
 
         `action` maps a class (None: healthy) to what a restart policy does with it
-        (core/decide/class_action.py).
+        (core/decide/class_action.py); `guessed` maps a guessed reading's class to what the
+        monitor does with a guess (it never stops on one; default: `action`).
         """
         if not self.readings:
             return 1.0
-        same = sum(action(_cause(r.got)) == action(_cause(r.excerpt.expected)) for r in self.readings)
+        same = sum(
+            (guessed if r.guessed and guessed else action)(_cause(r.got))
+            == action(_cause(r.excerpt.expected))
+            for r in self.readings
+        )
         return same / len(self.readings)
 
     def confusions(self) -> list[tuple[str, str, int]]:
@@ -133,18 +142,30 @@ def _cause(label: str) -> str | None:
 
 
 def read_excerpt(excerpt: Excerpt, patterns: PatternSet) -> Reading:
-    """Classify one excerpt the way `autoexp classify` classifies a file."""
+    """Classify one excerpt the way the monitor reads an ended attempt's log.
+
+    A failure's excerpt is read as a FAILED attempt's log (the word model may guess); a healthy
+    one as a run that did not fail, which the monitor never guesses on. What the guess would call
+    a healthy excerpt had its attempt failed is kept apart (`Reading.guess_if_failed`).
+    """
     classifier = Classifier(patterns, source=excerpt.source)
     classifier.feed(excerpt.text.splitlines())
-    cause = log_cause(classifier.signals)
-    cause = judged_cause(cause, classifier, patterns, failed=True)  # read as a failed attempt's log
+    read = log_cause(classifier.signals)
+    cause = judged_cause(read, classifier, patterns, failed=excerpt.expected != HEALTHY)
+    if_failed = None
+    if excerpt.expected == HEALTHY:
+        stressed = judged_cause(read, classifier, patterns, failed=True)
+        if_failed = (
+            stressed.error_type if stressed is not None and stressed.pattern == GUESS_PATTERN else None
+        )
     got = cause.error_type if cause is not None and cause.error_type else HEALTHY
     mixed = cause is not None and any(
         s is not cause
         and (s.teardown or s.role == "cascade" or (s.error_type or cause.error_type) != cause.error_type)
         for s in classifier.signals
     )
-    return Reading(excerpt, got, mixed, guessed=cause is not None and cause.pattern == GUESS_PATTERN)
+    guessed = cause is not None and cause.pattern == GUESS_PATTERN
+    return Reading(excerpt, got, mixed, guessed=guessed, guess_if_failed=if_failed)
 
 
 def score_excerpts(excerpts: Iterable[Excerpt], patterns: PatternSet) -> Score:

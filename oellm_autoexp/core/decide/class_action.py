@@ -42,3 +42,10 @@ def action_for(error_type: str | None, policy: RestartPolicy) -> ClassAction:
     if decision.action is DecisionAction.NONE:
         return ClassAction.NOTHING
     return ClassAction.STOP
+
+
+def guessed_action_for(error_type: str | None, policy: RestartPolicy) -> ClassAction:
+    """What the monitor does with a first attempt whose class was guessed from its words: as
+    `action_for`, but a guess never stops a run (core/decide/judge.py): a stop is a restart."""
+    action = action_for(error_type, policy)
+    return ClassAction.RESTART if action is ClassAction.STOP else action

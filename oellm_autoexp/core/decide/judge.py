@@ -187,7 +187,39 @@ def judge(
     test stopping at `--exit-interval`), so an exit 0 there is completion.
     `allocation`: the attempt's nodes; blame (core/decide/node_blame.py) is judged against it.
     `unhealthy`: the allocation's nodes Slurm reports DOWN/DRAIN/FAIL when judged (evidence too).
+
+    A cause guessed from the log's words (core/classify/guess.py) names the class and the reason
+    says so, but a guess never makes the decision more drastic than the reading it replaced: where
+    that reading restarts and the guess would not, the job is restarted as without the guess (the
+    restart budget bounds a wrong guess; a wrong stop waits for a human).
     """
+    judged = _judge(policy, verdict, history, signals, user_cancelled=user_cancelled,
+                    early_exit_is_end=early_exit_is_end, allocation=allocation, unhealthy=unhealthy)  # fmt: skip
+    cause = verdict.cause
+    if cause is None or cause.pattern != GUESS_PATTERN:
+        return judged
+    note = guess_note(cause)
+    if judged.decision.action is not DecisionAction.RESTART:
+        plain = _judge(policy, replace(verdict, cause=verdict.unguessed, unguessed=None), history, signals,
+                       user_cancelled=user_cancelled, early_exit_is_end=early_exit_is_end,
+                       allocation=allocation, unhealthy=unhealthy)  # fmt: skip
+        if plain.decision.action is DecisionAction.RESTART:
+            reason = f"{plain.decision.reason}; {note}; a guess never stops a run"
+            return replace(plain, decision=replace(plain.decision, reason=reason))
+    return replace(judged, decision=replace(judged.decision, reason=f"{judged.decision.reason}; {note}"))
+
+
+def _judge(
+    policy: RestartPolicy,
+    verdict: Verdict,
+    history: RestartHistory,
+    signals: Sequence[Signal],
+    *,
+    user_cancelled: bool,
+    early_exit_is_end: bool,
+    allocation: Sequence[str],
+    unhealthy: Sequence[NodeHealth],
+) -> Judgement:
     outcome = outcome_of(verdict, user_cancelled=user_cancelled, early_exit_is_end=early_exit_is_end)
     outcome = replace(outcome, nodes=len(allocation))  # a rule may depend on the job's size
     blame = blame_for(policy, outcome, signals, allocation, unhealthy)
@@ -208,8 +240,6 @@ def judge(
             decision = Decision(
                 DecisionAction.STOP, reason, rule=DISK_RULE, cancel_first=outcome.still_running
             )
-    if verdict.cause is not None and verdict.cause.pattern == GUESS_PATTERN:
-        decision = replace(decision, reason=f"{decision.reason}; {guess_note(verdict.cause)}")
     record = not (decision.action is DecisionAction.NONE and outcome.still_running)
     evidence = _evidence(verdict, outcome, decision, history.iteration, signals)
     if failed_load is not None:

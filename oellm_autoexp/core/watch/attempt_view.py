@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from oellm_autoexp.core.classify.classifier import Classifier, ProgressMark
-from oellm_autoexp.core.classify.guess import judged_cause
+from oellm_autoexp.core.classify.guess import is_guess, judged_cause
 from oellm_autoexp.core.classify.root_cause import SILENT_DEATH_PATTERN, log_cause, root_cause
 from oellm_autoexp.core.classify.signals import PatternSet, Signal, SignalPattern, as_pattern_set
 from oellm_autoexp.core.classify.uncaught import ROOT_CAUSE_HEADER, is_uncaught_exception
@@ -369,7 +369,9 @@ class AttemptView:
         due = self.fatal_due_s()
         if due is None or now < due or self.first_fatal is None:
             return None
-        cause = judged_cause(self.cause(now=now), self.classifier, self.patterns, failed=False)
+        read = self.cause(now=now)
+        # A fatal line ended the attempt (the launcher tore it down, a rank raised): it failed.
+        cause = judged_cause(read, self.classifier, self.patterns, failed=True)
         if cause is None:
             return None  # the launcher was told to stop from outside: Slurm's end state will say why
         notes = (
@@ -383,7 +385,8 @@ class AttemptView:
         if self.early.in_job_restarts:
             notes.append(self._window_closed())
         observed = "; ".join(notes) or None
-        return Verdict(Trigger.FATAL_LINE, now, cause=cause, first_fatal=self.first_fatal, observed=observed)
+        return Verdict(Trigger.FATAL_LINE, now, cause=cause, first_fatal=self.first_fatal, observed=observed,
+                       unguessed=read if is_guess(cause) else None)  # fmt: skip
 
     def _window_closed(self) -> str:
         best = self._best_before_fatal
@@ -417,13 +420,12 @@ class AttemptView:
         """Slurm says the attempt ended: judged on the log's cause (core/classify/root_cause.py `log_cause`).
 
         An attempt Slurm calls FAILED whose log no pattern explains (or only a launcher's "exited 1"),
-        and a worker's death its launcher reports with nothing a pattern knows before it, get the
-        cause their words read as (core/classify/guess.py `judged_cause`), named as a guess. Only here: a running job is never acted on
-        from a guess, and Slurm's other ends (OUT_OF_MEMORY, NODE_FAIL, TIMEOUT, ...) say why themselves.
+        or whose worker died with last words no pattern knows, gets the cause its words read as
+        (core/classify/guess.py `judged_cause`), named as a guess. Slurm's other ends (COMPLETED,
+        OUT_OF_MEMORY, NODE_FAIL, TIMEOUT, ...) say why themselves: nothing is guessed there.
         """
-        cause = judged_cause(
-            self.cause(), self.classifier, self.patterns, failed=record.state is JobState.FAILED
-        )
+        read = self.cause()
+        cause = judged_cause(read, self.classifier, self.patterns, failed=record.state is JobState.FAILED)
         worker_exit = self._worker_exit_code()
         observed = f"job ended {record.state.value}" + (
             f" exit {record.exit_code}" if record.exit_code else ""
@@ -434,6 +436,7 @@ class AttemptView:
             Trigger.END, now, cause=cause, record=record, first_fatal=self.first_fatal, observed=observed,
             worker_exit_code=worker_exit, iteration=self.classifier.last_iteration,
             total_iterations=self.total_iterations, log_stride=self.log_stride,
+            unguessed=read if is_guess(cause) else None,
         )  # fmt: skip
 
     def _worker_exit_code(self) -> int | None:

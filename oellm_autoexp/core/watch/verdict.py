@@ -32,6 +32,9 @@ class Verdict:
     trigger: Trigger
     now_s: float  # when it was observed
     cause: Signal | None = None  # the root cause from the log (or a synthetic `killed`), if any
+    # When `cause` is a guess from the log's words (core/classify/guess.py): the reading it replaced
+    # (None, a silent death, a launcher's "exited 1"). The judge falls back on it rather than stop on a guess.
+    unguessed: Signal | None = None
     record: JobRecord | None = None  # Slurm's end record (trigger END)
     hang: HangVerdict | None = None  # the tracker's verdict (trigger HANG)
     first_fatal: FatalMark | None = None  # the first fatal line, when one was read

@@ -105,8 +105,9 @@ def test_with_words_leaves_the_original_alone() -> None:
 
 
 def test_the_score_marks_guessed_readings() -> None:
-    """read_excerpt guesses where no pattern explains an excerpt, as the monitor would for a FAILED attempt;
-    the score counts the guesses and keeps healthy excerpts a guess called a failure apart."""
+    """read_excerpt guesses where no pattern explains a failure's excerpt, as the monitor would for a FAILED
+    attempt; a healthy excerpt is read as a run that did not fail (never guessed on), and what a guess would
+    call it had it failed is kept apart."""
     excerpts = [
         Excerpt(QP_FAILED, "nccl", "t#1"),
         Excerpt(DIVERGED, "oom", "t#2"),  # a wrong guess
@@ -114,9 +115,10 @@ def test_the_score_marks_guessed_readings() -> None:
         Excerpt("all fine", HEALTHY, "t#4"),
     ]
     readings = [read_excerpt(e, PATTERNS) for e in excerpts]
-    assert [(r.got, r.guessed) for r in readings] == [
-        ("nccl", True), ("numerical_instability", True), ("nccl", True), (HEALTHY, False)]  # fmt: skip
+    assert [(r.got, r.guessed, r.guess_if_failed) for r in readings] == [
+        ("nccl", True, None), ("numerical_instability", True, None), (HEALTHY, False, "nccl"),
+        (HEALTHY, False, None)]  # fmt: skip
     score = score_excerpts(excerpts, PATTERNS)
-    assert score.guesses == (1, 3)
+    assert score.guesses == (1, 2)
     assert [r.excerpt.source for r in score.healthy_guessed_failures] == ["t#3"]
     assert score.healthy_called_failures == []  # no pattern called it one

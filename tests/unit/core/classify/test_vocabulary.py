@@ -205,10 +205,11 @@ def test_no_guess_from_a_line_healthy_wins() -> None:
 
 
 def test_no_guess_from_explained_or_untelling_lines() -> None:
-    """A line a pattern matched (given in `explained`, with or without its newline) and a line that is not
-    telling are never guessed from; nor is a log of lines with unknown words only."""
+    """A line a pattern matched (its number, from 1, given in `explained`) and a line that is not telling are
+    never guessed from; nor is a log of lines with unknown words only."""
     line = "ERROR: cannot allocate shm buffer"
-    assert guess_cause([line + "\n"], MODEL, 0.5, explained={line}) is None
+    assert guess_cause([line + "\n"], MODEL, 0.5, explained={1}) is None
+    assert guess_cause(["x", line], MODEL, 0.5, explained={1}) is not None  # only line 1 is explained
     assert guess_cause(["INFO: cannot allocate shm buffer"], MODEL, 0.5) is None
     assert guess_cause(["ERROR: zebra quux"], MODEL, 0.0) is None
     assert guess_cause([], MODEL, 0.0) is None

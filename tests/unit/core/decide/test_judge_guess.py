@@ -33,20 +33,28 @@ def _judged(lines: list[str], state: JobState = JobState.FAILED) -> Judgement:
     return judge(TRANSIENT, verdict, RestartHistory(), view.classifier.signals)
 
 
-@pytest.mark.parametrize(
-    ("line", "error_type", "action"),
-    [(DIVERGED, "numerical_instability", DecisionAction.STOP), (QP_FAILED, "nccl", DecisionAction.RESTART)],
-)
-def test_the_policy_acts_on_the_guessed_class(line: str, error_type: str, action: DecisionAction) -> None:
-    """megatron_transient stops a guessed numerical_instability (a NaN/Inf repeats) and restarts a guessed
-    nccl failure, as it does the recognised classes; the reason names the guess, its line and number."""
-    j = _judged([line])
-    assert j.decision.action is action
-    assert j.evidence.error_type == error_type and j.evidence.signal == GUESS_PATTERN
-    assert j.evidence.root_line_no == 2 and line in j.evidence.lines
-    note = f"; {error_type} guessed from the words of line 2 (no pattern matched it; p="
-    assert note in j.decision.reason and j.decision.reason.endswith(f"): {line}")
+def test_the_policy_acts_on_a_guessed_class_that_restarts() -> None:
+    """megatron_transient restarts a guessed nccl failure, as it does a recognised one; the reason names
+    the guess, its line and number."""
+    j = _judged([QP_FAILED])
+    assert j.decision.action is DecisionAction.RESTART
+    assert j.evidence.error_type == "nccl" and j.evidence.signal == GUESS_PATTERN
+    assert j.evidence.root_line_no == 2 and QP_FAILED in j.evidence.lines
+    note = "; nccl guessed from the words of line 2 (no pattern matched it; p="
+    assert note in j.decision.reason and j.decision.reason.endswith(f"): {QP_FAILED}")
     assert j.decision.reason.index(note) > 0  # after the policy's own reason
+
+
+def test_a_guess_never_stops_a_run_the_unguessed_reading_restarts() -> None:
+    """A guessed numerical_instability would stop under megatron_transient (a NaN/Inf repeats); a guess is
+    not evidence enough to stop a run that waits for a human then: the job is restarted as without the guess
+    (a crash, within the budget), and the reason names the guess and why it did not stop."""
+    j = _judged([DIVERGED])
+    assert j.decision.action is DecisionAction.RESTART
+    assert j.outcome.error_type is None and j.evidence.signal is None  # judged as without the guess
+    assert "numerical_instability guessed from the words of line 2" in j.decision.reason
+    assert j.decision.reason.endswith("; a guess never stops a run")
+    assert j.decision.reason.startswith("Transient failure detected (error_type=crash)")
 
 
 def test_no_note_without_a_guess() -> None:

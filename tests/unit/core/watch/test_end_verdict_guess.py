@@ -8,8 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
-from oellm_autoexp.core.classify.classifier import TAIL_CHARS
-from oellm_autoexp.core.classify.guess import LAST_WORDS_LINES
+from oellm_autoexp.core.classify.classifier import LAST_WORDS_LINES, TAIL_CHARS
 from oellm_autoexp.core.classify.signals import PatternSet, SignalPattern, merge_pattern_sets
 from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN
 from oellm_autoexp.core.jobs.job_record import JobRecord
