@@ -146,7 +146,7 @@ def test_a_silent_stall_where_nothing_is_due_is_judged_at_the_learned_limit_not_
 def test_a_worker_that_gives_up_in_its_own_words_is_named_by_them_and_restarted() -> None:
     """2 x H100, 2026-11-26 (session 10's `guard` scenario): rank 1's own code gave up at iteration 120 with
     one ERROR log line no pattern knows (a lost data-server connection) and exit 1; torchrun began its
-    teardown 5 s later, before it reported the exit code. The teardown triggers the verdict; the worker's
+    teardown 4 s later, before it reported the exit code. The teardown triggers the verdict; the worker's
     last words name the class (nccl, a transient: restart), where alone they read `killed`. Without the
     word model the same log is a silent death."""
     name = "megatron_autoexp/guard_attempt1.log"

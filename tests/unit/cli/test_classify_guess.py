@@ -9,6 +9,7 @@ line has no guess.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -33,10 +34,11 @@ def test_classify_prints_what_an_unexplained_line_reads_as(
     """No pattern names the diverged loss: the report says so and names the guess, its line and p."""
     out = _classify(tmp_path, capsys, f"starting the run\n{DIVERGED}\n")
     assert "  root cause: none found\n" in out
-    assert (
-        "  if the attempt failed, its words read as numerical_instability (line 2, p=0.99; no pattern matched it):\n"
-        f"    | {DIVERGED}\n"
-    ) in out, out
+    shown = re.compile(
+        r"  if the attempt failed, its words read as numerical_instability \(line 2, p=(0\.9\d|1\.00); "
+        r"no pattern matched it\):\n" + re.escape(f"    | {DIVERGED}\n")
+    )
+    assert shown.search(out), out  # p: the shipped model's posterior, >= MIN_PROBABILITY (0.9)
 
 
 def test_classify_json_has_the_guess_object(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

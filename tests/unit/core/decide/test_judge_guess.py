@@ -3,7 +3,6 @@ which line, and the restart policy acts on the guessed class as on a recognised 
 
 from __future__ import annotations
 
-import pytest
 import yaml
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
