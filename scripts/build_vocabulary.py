@@ -23,7 +23,6 @@ import argparse
 import functools
 import hashlib
 import json
-import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -34,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns  # noqa: E402
-from oellm_autoexp.core.classify.catalog import Catalog  # noqa: E402
+from oellm_autoexp.core.classify.catalog import Catalog, literal_runs  # noqa: E402
 from oellm_autoexp.core.classify.classifier import Classifier  # noqa: E402
 from oellm_autoexp.core.classify.score import HEALTHY, Excerpt  # noqa: E402
 from oellm_autoexp.core.classify.signals import PatternSet  # noqa: E402
@@ -45,7 +44,6 @@ CATALOG_DIR = REPO / "config" / "monitoring" / "catalogs"
 MODEL_FILE = REPO / "config" / "monitoring" / "vocabulary.json"
 ALPHA = 0.3  # add-alpha smoothing: chosen with --cv (docs/classification.md)
 FOLDS = 5
-_CONVERSION = re.compile(r"%(?:%|ps|[-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t)?[diuxXfgecspm])")
 
 
 def catalog_documents() -> list[tuple[str, str]]:
@@ -56,7 +54,7 @@ def catalog_documents() -> list[tuple[str, str]]:
         for entry in catalog.entries:
             if entry.error_type is None or entry.teardown:
                 continue
-            fmt = _CONVERSION.sub(" ", entry.format) if entry.format else ""
+            fmt = " ".join(literal_runs(entry.format)) if entry.format else ""
             documents.append((entry.error_type, f"{fmt}\n{entry.example}"))
     return documents
 

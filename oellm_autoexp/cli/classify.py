@@ -16,11 +16,10 @@ from typing import Any
 from oellm_autoexp.adapters.logs.pattern_files import DEFAULT_PATTERNS, load_patterns, monitoring_dirs
 from oellm_autoexp.cli._sessions import open_store
 from oellm_autoexp.core.classify.classifier import Classifier
-from oellm_autoexp.core.classify.guess import judged_cause
+from oellm_autoexp.core.classify.guess import is_guess, judged_cause
 from oellm_autoexp.core.classify.root_cause import evidence, log_cause
 from oellm_autoexp.core.classify.signals import PatternSet, Signal
 from oellm_autoexp.core.classify.unknown import pattern_entry, suggest_pattern, telling_lines
-from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.errors import UserError
 
@@ -91,7 +90,7 @@ def classify_file(path: Path, patterns: PatternSet) -> dict[str, Any]:
     signals = classifier.signals
     cause = log_cause(signals)
     judged = judged_cause(cause, classifier, patterns, failed=True)
-    guess = judged if judged is not None and judged.pattern == GUESS_PATTERN else None
+    guess = judged if is_guess(judged) else None
     last = classifier.last_progress
     return {
         "file": str(path),

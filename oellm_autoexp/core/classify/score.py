@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from oellm_autoexp.core.classify.classifier import Classifier
-from oellm_autoexp.core.classify.guess import judged_cause
+from oellm_autoexp.core.classify.guess import is_guess, judged_cause
 from oellm_autoexp.core.classify.root_cause import log_cause
 from oellm_autoexp.core.classify.signals import PatternSet
-from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN
 
 HEALTHY = "healthy"  # the label of an excerpt that shows no failure
 
@@ -155,16 +154,14 @@ def read_excerpt(excerpt: Excerpt, patterns: PatternSet) -> Reading:
     if_failed = None
     if excerpt.expected == HEALTHY:
         stressed = judged_cause(read, classifier, patterns, failed=True)
-        if_failed = (
-            stressed.error_type if stressed is not None and stressed.pattern == GUESS_PATTERN else None
-        )
+        if_failed = stressed.error_type if stressed is not None and is_guess(stressed) else None
     got = cause.error_type if cause is not None and cause.error_type else HEALTHY
     mixed = cause is not None and any(
         s is not cause
         and (s.teardown or s.role == "cascade" or (s.error_type or cause.error_type) != cause.error_type)
         for s in classifier.signals
     )
-    guessed = cause is not None and cause.pattern == GUESS_PATTERN
+    guessed = is_guess(cause)
     return Reading(excerpt, got, mixed, guessed=guessed, guess_if_failed=if_failed)
 
 

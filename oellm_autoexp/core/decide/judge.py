@@ -26,9 +26,9 @@ from dataclasses import dataclass, field, replace
 
 from oellm_autoexp.core.checkpoint.disk import RULE as DISK_RULE
 from oellm_autoexp.core.checkpoint.disk import is_save_failure, save_failed_reason
+from oellm_autoexp.core.classify.guess import is_guess
 from oellm_autoexp.core.classify.root_cause import evidence as evidence_lines
 from oellm_autoexp.core.classify.signals import Signal
-from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN
 from oellm_autoexp.core.decide.load_failure import load_failure, with_failed_load
 from oellm_autoexp.core.decide.node_blame import DEFAULT_MAX_SHARE, Blame, BlameResult, blame_nodes
 from oellm_autoexp.core.decide.policy import (
@@ -196,7 +196,7 @@ def judge(
     judged = _judge(policy, verdict, history, signals, user_cancelled=user_cancelled,
                     early_exit_is_end=early_exit_is_end, allocation=allocation, unhealthy=unhealthy)  # fmt: skip
     cause = verdict.cause
-    if cause is None or cause.pattern != GUESS_PATTERN:
+    if cause is None or not is_guess(cause):
         return judged
     note = guess_note(cause)
     if judged.decision.action is not DecisionAction.RESTART:
