@@ -33,6 +33,7 @@ from oellm_autoexp.core.classify.exception_types import (
 )
 from oellm_autoexp.core.classify.exit_reports import (
     SIGNAL_CLASS,
+    STRSIGNAL_CLASS,
     class_of_field,
     decide_launcher_exit,
     decide_shell_status,
@@ -276,14 +277,7 @@ _SRUN_TASK = re.compile(
 )
 
 # srun prints strsignal() of the signal that ended the tasks (launch.c), or `Out Of Memory`.
-SRUN_END_CLASS = {
-    "Killed": "killed",
-    "Out Of Memory": "oom",
-    "Segmentation fault": "segfault",
-    "Bus error": "segfault",
-    "Floating point exception": "segfault",
-    "Illegal instruction": "segfault",
-}
+SRUN_END_CLASS = {name.capitalize(): cls for name, cls in STRSIGNAL_CLASS.items()} | {"Out Of Memory": "oom"}
 
 
 @dataclass(frozen=True)
@@ -384,13 +378,8 @@ def decide_elastic_exit(line: str) -> str | None:
 # DataLoader worker is shared memory running out (torch/csrc/DataLoader.cpp adds "It is
 # possible that dataloader's workers are out of shared memory"); SIGTERM is a kill from outside.
 _WORKER_SIGNAL = re.compile(r"killed by signal: (?P<value>[A-Za-z][A-Za-z -]*[A-Za-z])")
-WORKER_SIGNAL_CLASS = {
-    "Killed": "killed",
-    "Terminated": "killed",
-    "Bus error": "oom",
-    "Segmentation fault": "segfault",
-    "Illegal instruction": "segfault",
-    "Floating point exception": "segfault",
+WORKER_SIGNAL_CLASS = {name.capitalize(): cls for name, cls in STRSIGNAL_CLASS.items()} | {
+    "Terminated": "killed"
 }
 
 

@@ -124,6 +124,13 @@ CPP_EXCEPTION_CLASS: dict[str, str] = {
     "c10::AcceleratorError": "cuda_error",
     "std::filesystem::__cxx11::filesystem_error": "config_error",
     "std::filesystem::filesystem_error": "config_error",
+    # std::logic_error and the standard's subclasses of it: "errors that are a consequence of faulty
+    # logic within the program" (the C++ standard, [std.exceptions]), a bug in the job's own code
+    "std::logic_error": "exception",
+    "std::out_of_range": "exception",
+    "std::invalid_argument": "exception",
+    "std::length_error": "exception",
+    "std::domain_error": "exception",
 }
 
 # An OSError's `[Errno N]` by its errno name (Python's errno module gives the platform's numbers).

@@ -29,7 +29,11 @@ from collections.abc import Mapping
 SIGNAL_CLASS = {
     signal.SIGKILL: "killed",  # from outside: the kernel's or a cgroup's OOM killer, the scheduler
     signal.SIGSEGV: "segfault",
-    signal.SIGBUS: "segfault",  # a native crash; /dev/shm exhausted shows up here too
+    # In a training job SIGBUS is shared memory running out: a page of a /dev/shm mapping that
+    # tmpfs cannot back (a container's 64 MB default, DataLoader workers passing batches). torch's
+    # own SIGBUS handler says so (torch/csrc/DataLoader.cpp: "This might be caused by insufficient
+    # shared memory (shm)"). Both classes stop the run; the class says what to raise.
+    signal.SIGBUS: "oom",
     signal.SIGFPE: "segfault",
     signal.SIGILL: "segfault",
 }
@@ -70,6 +74,10 @@ _MPI_SIGNAL = re.compile(r"(?:exited on |^)signal (?P<num>\d+)")  # `^`: the lin
 _HYDRA_EXIT = re.compile(r"EXIT CODE: (?P<code>\d+)")
 _HYDRA_SIGNAL = re.compile(r"EXIT STRING: .*\(signal (?P<num>\d+)\)")
 _INTERRUPTED = re.compile(r"\(interrupted by signal (?P<num>\d+)")  # an IDE's run report (PyCharm, CLion)
+# any tool printing Popen.returncode: -N is "terminated by signal N" (Python's subprocess docs)
+_NEGATIVE_CODE = re.compile(
+    r"\b(?:error|exit|return) (?:code|status) ?[:=]? ?(?P<code>-\d+)\b", re.IGNORECASE
+)
 
 
 def decide_launcher_exit(line: str) -> str | None:
@@ -90,6 +98,8 @@ def decide_launcher_exit(line: str) -> str | None:
     if (m := _HYDRA_EXIT.search(line)) is not None:
         code = int(m.group("code"))
         return signal_class(code - SHELL_SIGNAL_BASE) if code > SHELL_SIGNAL_BASE else _by_code(code)
+    if (m := _NEGATIVE_CODE.search(line)) is not None:
+        return _by_code(int(m.group("code")))
     return None
 
 
@@ -211,7 +221,7 @@ def is_checkpoint_missing(message: str, pos: int = 0) -> bool:
 STRSIGNAL_CLASS = {
     "killed": "killed",
     "segmentation fault": "segfault",
-    "bus error": "segfault",
+    "bus error": SIGNAL_CLASS[signal.SIGBUS],
     "floating point exception": "segfault",
     "illegal instruction": "segfault",
 }

@@ -65,7 +65,7 @@ def test_the_elastic_block_is_read_field_by_field() -> None:
         (-9, 9, "killed"),  # SIGKILL: the OOM killer or the scheduler
         (-11, 11, "segfault"),
         (-11, None, "segfault"),  # no traceback line: the exit code alone decides
-        (-7, 7, "segfault"),  # SIGBUS
+        (-7, 7, "oom"),  # SIGBUS: shared memory
         (-15, 15, None),  # SIGTERM: the launcher's own teardown
         (-6, None, None),  # SIGABRT: an abort after an error printed elsewhere
         (1, None, "exception"),  # the worker raised: the exception above is the cause
@@ -155,7 +155,7 @@ def test_a_slurmstepd_cancel_is_read_and_its_reason_decides(
          "segfault"),
         ("srun: error: nid01934: tasks 2,4-5,7: Terminated", "nid01934", (2, 4, 5, 7), "Terminated", False, None),
         ("srun: error: n1: task 3: Exited with exit code 1", "n1", (3,), "Exited with exit code 1", False, None),
-        ("srun: error: n1: task 1: Bus error", "n1", (1,), "Bus error", False, "segfault"),
+        ("srun: error: n1: task 1: Bus error", "n1", (1,), "Bus error", False, "oom"),
     ],
 )  # fmt: skip
 def test_an_srun_task_end_is_read_and_how_it_ended_decides(
@@ -179,7 +179,7 @@ def test_slurm_task_lists_expand() -> None:
         ("srun: error: n1: task 2: Illegal instruction (core dumped)", "segfault"),  # no pattern names it
         ("srun: error: n1: tasks 0-3: Terminated", None),  # srun's teardown
         ("  exitcode  : -4 (pid: 5)", "segfault"),  # SIGILL, by its number alone
-        ("  traceback : Signal 7 (SIGBUS) received by PID 5", "segfault"),
+        ("  traceback : Signal 7 (SIGBUS) received by PID 5", "oom"),
         ("  exitcode  : -15 (pid: 5)", None),  # SIGTERM: torchrun's own
         # a bare STEP cancel is no cause by its fields; alone in a log it is the step cancelled from outside
         # (root_cause.outside_cancel; with a failed task in view it stays srun's teardown: test_fitted_review)

@@ -28,7 +28,7 @@ from oellm_autoexp.core.classify.root_cause import log_cause
         ("] exits with return code = -15", None),  # SIGTERM: the launcher's own teardown
         ("] exits with return code = 1", "exception"),
         ("process 0 terminated with signal SIGKILL", "killed"),
-        ("process 3 terminated with signal SIGBUS", "segfault"),
+        ("process 3 terminated with signal SIGBUS", "oom"),
         ("process 1 terminated with signal SIGTERM", None),
         ("process 0 terminated with exit code 1", "exception"),
         ("mpirun noticed that process rank 1 with PID 42 on node n1 exited on signal 9 (Killed).", "killed"),
@@ -40,7 +40,7 @@ from oellm_autoexp.core.classify.root_cause import log_cause
         ("=   EXIT CODE: 139", "segfault"),
         ("=   EXIT CODE: 137", "killed"),
         ("=   EXIT CODE: 1", "exception"),
-        ("YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Bus error (signal 7)", "segfault"),
+        ("YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Bus error (signal 7)", "oom"),
         ("nothing a launcher printed", None),
     ],
 )

@@ -98,7 +98,7 @@ CASES = [
     # a signal that ended a process, in any program's words: the signal decides; a teardown signal says nothing
     ("worker 3 was killed by signal 9", "killed"),
     ("child process exited due to signal 11 (Segmentation fault)", "segfault"),
-    ("[job 12] ended with signal SIGBUS", "segfault"),
+    ("[job 12] ended with signal SIGBUS", "oom"),
     ("exit status 1: signal: killed", "killed"),
     ("received signal SIGTERM, saving a checkpoint and exiting", None),
     # an abort with no line saying why, memory in words no allocator pattern has
@@ -152,6 +152,43 @@ CASES = [
     ("Waiting in store based barrier to initialize process group for rank: 0, key: k", None),
     # a CUDA error string whatever wraps it: 101 is a device index past the visible GPUs
     ("RuntimeError: cuda runtime error (101) : invalid device ordinal at Module.cpp:59", "config_error"),
+    # a negative return code in any tool's words is the signal (Python's Popen.returncode); SIGHUP says nothing
+    ("ERROR: error code -9", "killed"),
+    ("worker 2 finished with return code: -11", "segfault"),
+    ("Process finished with exit code -1", None),
+    # glog's CHECK of a CUDA call: code 2 is memory, any other the kernel's
+    (
+        "F0101 00:00:00.000 1 syncedmem.cpp:56] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",
+        "oom",
+    ),
+    (
+        "F0101 00:00:00.000 1 math_functions.cu:79] Check failed: error == cudaSuccess (700 vs. 0)  an illegal "
+        "memory access was encountered",
+        "cuda_error",
+    ),
+    # a C++ std::logic_error ending the process is a program error; a runtime_error's what() must say why
+    ("terminate called after throwing an instance of 'std::out_of_range'", "exception"),
+    ("terminate called after throwing an instance of 'std::invalid_argument'", "exception"),
+    # Megatron's skipped step at loss scale 1.0 (non-finite gradients); at a larger scale a scaler's skip
+    (
+        " iteration       12/     100 | consumed samples:          96 | learning rate: 1.0E-04 | loss scale: 1.0 | "
+        "number of skipped iterations:   1 | number of nan iterations:   0 |",
+        "numerical_instability",
+    ),
+    (" iteration 12/ 100 | loss scale: 65536.0 | number of skipped iterations:   1 |", None),
+    (" iteration 12/ 100 | loss scale: 1.0 | grad norm: 0.794 | number of skipped iterations:   0 |", None),
+    # anomaly mode's warning alone: the hunt for a NaN
+    (
+        "[W python_anomaly_mode.cpp:104] Warning: Error detected in MulBackward0. Traceback of forward call "
+        "that caused the error:",
+        "numerical_instability",
+    ),
+    # torch 1.8-1.10's watchdog line, with no SeqNum
+    (
+        "[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) "
+        "ran for 1801256 milliseconds before timing out.",
+        "nccl_timeout",
+    ),
 ]
 
 
@@ -171,6 +208,23 @@ FALLBACK_CASES = [
             "Aborted (core dumped)",
         ],
         "nccl_timeout",
+    ),
+    # a communicator the watchdog aborted is the consequence: the timeout beside it, even after it, explains it
+    (
+        [
+            "RuntimeError: NCCL communicator was aborted on rank 3.",
+            "[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, "
+            "Timeout(ms)=1800000) ran for 1801256 milliseconds before timing out.",
+        ],
+        "nccl_timeout",
+    ),
+    # anomaly mode's warning is a cascade: the error raised after it is the cause
+    (
+        [
+            "UserWarning: Error detected in AddBackward0. Traceback of forward call that caused the error:",
+            "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ],
+        "oom",
     ),
     # ... and a raised exception (a root) wins over an abort or a signal after it
     (["RuntimeError: the thing went wrong", "Aborted (core dumped)"], "exception"),
@@ -205,3 +259,26 @@ def test_a_fatal_shape_never_hides_a_cause(lines: list[str], expected: str) -> N
     """The fatal shapes are the weakest reading: any root, and any other cascade, is the cause before them."""
     cause = log_cause(classify_lines(lines, PATTERNS))
     assert cause is not None and cause.error_type == expected, cause
+
+
+HOROVOD_STALL = (
+    "[2021-02-02 21:19:07.345988: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be "
+    "reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 "
+    "seconds. This may indicate that different ranks are trying to submit different tensors or that only subset "
+    "of ranks is submitting tensors, which will cause deadlock. "
+)
+
+
+def test_a_horovod_stall_warns_of_a_hang_and_never_outranks_a_cause() -> None:
+    """Horovod's stall inspector: the job is about to hang (the shorter progress clock); alone it is the hang's
+    cause, and a rank's own error beside it is the cause before it."""
+    signals = classify_lines([HOROVOD_STALL], PATTERNS)
+    assert [s.warns_of_hang for s in signals] == [True]
+    cause = log_cause(signals)
+    assert cause is not None and cause.error_type == "hang", cause
+    cause = log_cause(
+        classify_lines(
+            [HOROVOD_STALL, "RuntimeError: CUDA error: an illegal memory access was encountered"], PATTERNS
+        )
+    )
+    assert cause is not None and cause.error_type == "cuda_error", cause
