@@ -409,6 +409,17 @@ def decide_loss_scale_value(line: str) -> str | None:
     return "numerical_instability" if float(m.group("value")) / SCALE_FACTOR <= MIN_LOSS_SCALE else None
 
 
+# Megatron's iteration line (training.py training_log) prints the scale before the skip count:
+# `loss scale: 1.0 | ... | number of skipped iterations:   1 |`. A skip at scale 1.0 is a step
+# whose gradients were not finite with no scaling left to back off (base.yaml skipped_iteration_unscaled).
+_UNSCALED = re.compile(r"loss scale: 1\.0 \|")
+
+
+def decide_unscaled_skip(line: str) -> str | None:
+    """A Megatron iteration line with a skipped step: numerical_instability at loss scale 1.0, else a scaler's skip."""
+    return "numerical_instability" if _UNSCALED.search(line) is not None else None
+
+
 # A pattern's `decide:` names one of these: its line's fields, not the pattern, give the class.
 DECIDERS = {
     "srun_task": decide_srun_task,
@@ -417,6 +428,7 @@ DECIDERS = {
     "elastic_exit": decide_elastic_exit,
     "worker_signal": decide_worker_signal,
     "loss_scale_value": decide_loss_scale_value,
+    "unscaled_skip": decide_unscaled_skip,
     "launcher_exit": decide_launcher_exit,
     "slurm_refusal": decide_slurm_refusal,
     "exception_message": decide_exception_message,

@@ -66,6 +66,7 @@ Decider = Literal[
     "exception_message",
     "worker_signal",
     "loss_scale_value",
+    "unscaled_skip",
     "launcher_exit",
     "slurm_refusal",
     "slurm_state",
