@@ -420,6 +420,18 @@ def decide_unscaled_skip(line: str) -> str | None:
     return "numerical_instability" if _UNSCALED.search(line) is not None else None
 
 
+# amdkfd's SQ_INTERRUPT_ERROR_TYPE (linux drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c), the `err_type` of
+# amdgpu's `sq_intr: error, ...` line: an illegal instruction or a memory violation is the kernel's own
+# fault; an EDC error is poisoned memory, the GPU's.
+_AMD_SQ_ERROR = re.compile(r"\berr_type (?P<value>\d+)")
+AMD_SQ_ERROR_CLASS = {"0": "gpu_hardware", "1": "cuda_error", "2": "cuda_error", "3": "gpu_hardware"}
+
+
+def decide_amd_sq_error(line: str) -> str | None:
+    """The class of amdgpu's shader error interrupt, by its err_type (None when the line has none)."""
+    return class_of_field(_AMD_SQ_ERROR, AMD_SQ_ERROR_CLASS, line)
+
+
 # A pattern's `decide:` names one of these: its line's fields, not the pattern, give the class.
 DECIDERS = {
     "srun_task": decide_srun_task,
@@ -429,6 +441,7 @@ DECIDERS = {
     "worker_signal": decide_worker_signal,
     "loss_scale_value": decide_loss_scale_value,
     "unscaled_skip": decide_unscaled_skip,
+    "amd_sq_error": decide_amd_sq_error,
     "launcher_exit": decide_launcher_exit,
     "slurm_refusal": decide_slurm_refusal,
     "exception_message": decide_exception_message,

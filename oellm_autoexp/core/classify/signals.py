@@ -67,6 +67,7 @@ Decider = Literal[
     "worker_signal",
     "loss_scale_value",
     "unscaled_skip",
+    "amd_sq_error",
     "launcher_exit",
     "slurm_refusal",
     "slurm_state",

@@ -183,6 +183,28 @@ CASES = [
         "that caused the error:",
         "numerical_instability",
     ),
+    # a shell's report of a child a signal took, glued to the progress bar it cut short (tqdm ends its line
+    # with a carriage return), bash's and zsh's job report alike; zsh's own words for the other signals
+    ("Loading checkpoint shards:  38%|###      | 3/8 [00:02<00:03,  1.28it/s]Killed", "killed"),
+    (
+        "Loading checkpoint shards:   0%|     | 0/3 [00:00<?, ?it/s][1]    26478 killed     python test.py",
+        "killed",
+    ),
+    ("[2]  + 4242 segmentation fault (core dumped)  python x.py", "segfault"),
+    ("zsh: bus error  python x.py", "oom"),
+    ("the model was never Killed", None),
+    # amdgpu's shader error interrupt: err_type 1/2 (illegal instruction, memory violation) the kernel's
+    # own fault, 0/3 (EDC) poisoned memory, the GPU's; with no err_type it says nothing
+    (
+        "[Tue Sep 10 09:37:12 2024] amdgpu: sq_intr: error, se 1, data 0x0, sh 0, priv 1, wave_id 1, simd_id 1, "
+        "cu_id 11, err_type 2",
+        "cuda_error",
+    ),
+    (
+        "amdgpu: sq_intr: error, se 0, data 0x0, sh 0, priv 0, wave_id 3, simd_id 2, cu_id 4, err_type 3",
+        "gpu_hardware",
+    ),
+    ("amdgpu: sq_intr: error, se 0, data 0x0, sh 0, priv 0, wave_id 3, simd_id 2, wgp_id 4", None),
     # torch 1.8-1.10's watchdog line, with no SeqNum
     (
         "[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) "
