@@ -36,6 +36,7 @@ from oellm_autoexp.core.classify.exit_reports import (
     STRSIGNAL_CLASS,
     class_of_field,
     decide_launcher_exit,
+    decide_negative_code,
     decide_shell_status,
     decide_signal_words,
     decide_slurm_refusal,
@@ -409,17 +410,6 @@ def decide_loss_scale_value(line: str) -> str | None:
     return "numerical_instability" if float(m.group("value")) / SCALE_FACTOR <= MIN_LOSS_SCALE else None
 
 
-# Megatron's iteration line (training.py training_log) prints the scale before the skip count:
-# `loss scale: 1.0 | ... | number of skipped iterations:   1 |`. A skip at scale 1.0 is a step
-# whose gradients were not finite with no scaling left to back off (base.yaml skipped_iteration_unscaled).
-_UNSCALED = re.compile(r"loss scale: 1\.0 \|")
-
-
-def decide_unscaled_skip(line: str) -> str | None:
-    """A Megatron iteration line with a skipped step: numerical_instability at loss scale 1.0, else a scaler's skip."""
-    return "numerical_instability" if _UNSCALED.search(line) is not None else None
-
-
 # amdkfd's SQ_INTERRUPT_ERROR_TYPE (linux drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c), the `err_type` of
 # amdgpu's `sq_intr: error, ...` line: an illegal instruction or a memory violation is the kernel's own
 # fault; an EDC error is poisoned memory, the GPU's.
@@ -440,7 +430,7 @@ DECIDERS = {
     "elastic_exit": decide_elastic_exit,
     "worker_signal": decide_worker_signal,
     "loss_scale_value": decide_loss_scale_value,
-    "unscaled_skip": decide_unscaled_skip,
+    "negative_code": decide_negative_code,
     "amd_sq_error": decide_amd_sq_error,
     "launcher_exit": decide_launcher_exit,
     "slurm_refusal": decide_slurm_refusal,

@@ -74,9 +74,10 @@ _MPI_SIGNAL = re.compile(r"(?:exited on |^)signal (?P<num>\d+)")  # `^`: the lin
 _HYDRA_EXIT = re.compile(r"EXIT CODE: (?P<code>\d+)")
 _HYDRA_SIGNAL = re.compile(r"EXIT STRING: .*\(signal (?P<num>\d+)\)")
 _INTERRUPTED = re.compile(r"\(interrupted by signal (?P<num>\d+)")  # an IDE's run report (PyCharm, CLion)
-# any tool printing Popen.returncode: -N is "terminated by signal N" (Python's subprocess docs)
+# any tool printing Popen.returncode: -N is "terminated by signal N" (Python's subprocess docs); the
+# same words and range as base.yaml negative_return_code, whose hits this reads
 _NEGATIVE_CODE = re.compile(
-    r"\b(?:error|exit|return) (?:code|status) ?[:=]? ?(?P<code>-\d+)\b", re.IGNORECASE
+    r"\b(?:[Ee]rror|[Ee]xit|[Rr]eturn) (?:code|status)(?: ?[:=])? ?-(?P<num>[1-9]|[12]\d|3[01])\b"
 )
 
 
@@ -98,8 +99,14 @@ def decide_launcher_exit(line: str) -> str | None:
     if (m := _HYDRA_EXIT.search(line)) is not None:
         code = int(m.group("code"))
         return signal_class(code - SHELL_SIGNAL_BASE) if code > SHELL_SIGNAL_BASE else _by_code(code)
-    if (m := _NEGATIVE_CODE.search(line)) is not None:
-        return _by_code(int(m.group("code")))
+    return None
+
+
+def decide_negative_code(line: str) -> str | None:
+    """The class of the first negative return code on the line that names a signal with a class."""
+    for m in _NEGATIVE_CODE.finditer(line):
+        if (found := signal_class(int(m.group("num")))) is not None:
+            return found
     return None
 
 

@@ -66,7 +66,7 @@ Decider = Literal[
     "exception_message",
     "worker_signal",
     "loss_scale_value",
-    "unscaled_skip",
+    "negative_code",
     "amd_sq_error",
     "launcher_exit",
     "slurm_refusal",

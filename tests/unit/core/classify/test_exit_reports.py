@@ -9,6 +9,7 @@ from oellm_autoexp.core.classify.blocks import decide_worker_signal
 from oellm_autoexp.core.classify.classifier import classify_lines
 from oellm_autoexp.core.classify.exit_reports import (
     decide_launcher_exit,
+    decide_negative_code,
     decide_slurm_refusal,
     decide_slurm_state,
     signal_class,
@@ -47,6 +48,23 @@ from oellm_autoexp.core.classify.root_cause import log_cause
 def test_launcher_exit_reads_the_signal_or_code(line: str, expected: str | None) -> None:
     """A signal gives its class, a positive code an exception, a teardown signal nothing."""
     assert decide_launcher_exit(line) == expected
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("ERROR: error code -9", "killed"),
+        ("worker finished with return code: -11", "segfault"),
+        ("exit status=-7", "oom"),  # SIGBUS: shared memory
+        ("return code: -15", None),  # SIGTERM: a teardown says nothing
+        ("ERROR: exit code -1, error code -9", "killed"),  # the first code that names a class
+        ("error code -110", None),  # no signal has that number: an errno (ETIMEDOUT)
+        ("exitcode: -9", None),  # torchrun's own field: its patterns read it
+    ],
+)
+def test_a_negative_return_code_is_the_signal_that_ended_the_process(line: str, expected: str | None) -> None:
+    """Python's Popen.returncode: -N is "terminated by signal N"."""
+    assert decide_negative_code(line) == expected
 
 
 @pytest.mark.parametrize(

@@ -156,6 +156,9 @@ CASES = [
     ("ERROR: error code -9", "killed"),
     ("worker 2 finished with return code: -11", "segfault"),
     ("Process finished with exit code -1", None),
+    ("return code: -15", None),
+    ("Exit code: -6", None),
+    ("ERROR: exit code -1, error code -9", "killed"),
     # glog's CHECK of a CUDA call: code 2 is memory, any other the kernel's
     (
         "F0101 00:00:00.000 1 syncedmem.cpp:56] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",
@@ -169,14 +172,8 @@ CASES = [
     # a C++ std::logic_error ending the process is a program error; a runtime_error's what() must say why
     ("terminate called after throwing an instance of 'std::out_of_range'", "exception"),
     ("terminate called after throwing an instance of 'std::invalid_argument'", "exception"),
-    # Megatron's skipped step at loss scale 1.0 (non-finite gradients); at a larger scale a scaler's skip
-    (
-        " iteration       12/     100 | consumed samples:          96 | learning rate: 1.0E-04 | loss scale: 1.0 | "
-        "number of skipped iterations:   1 | number of nan iterations:   0 |",
-        "numerical_instability",
-    ),
-    (" iteration 12/ 100 | loss scale: 65536.0 | number of skipped iterations:   1 |", None),
-    (" iteration 12/ 100 | loss scale: 1.0 | grad norm: 0.794 | number of skipped iterations:   0 |", None),
+    ("terminate called after throwing an instance of 'std::length_error'", "exception"),
+    ("terminate called after throwing an instance of 'std::logic_error'", "exception"),
     # anomaly mode's warning alone: the hunt for a NaN
     (
         "[W python_anomaly_mode.cpp:104] Warning: Error detected in MulBackward0. Traceback of forward call "
@@ -231,12 +228,41 @@ FALLBACK_CASES = [
         ],
         "nccl_timeout",
     ),
-    # a communicator the watchdog aborted is the consequence: the timeout beside it, even after it, explains it
+    # a communicator aborted before torchrun's `exitcode: 1` report stays an NCCL failure, not a program error
     (
         [
-            "RuntimeError: NCCL communicator was aborted on rank 3.",
-            "[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, "
-            "Timeout(ms)=1800000) ran for 1801256 milliseconds before timing out.",
+            "RuntimeError: NCCL communicator was aborted on rank 1.",
+            "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 1 (pid: 12) of "
+            "binary: /usr/bin/python",
+        ],
+        "nccl",
+    ),
+    # a negative return code is a fatal shape: a peer's timeout, or a raised exception, is the cause before it
+    (
+        [
+            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, "
+            "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600017 milliseconds before timing out.",
+            "worker 0 exited with exit code -9",
+        ],
+        "nccl_timeout",
+    ),
+    (["ValueError: bad shape", "worker 0 exited with exit code -11"], "exception"),
+    # a decided fatal shape keeps its rank under every cascade, whatever class it decides
+    (
+        [
+            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, "
+            "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600017 milliseconds before timing out.",
+            "worker 0 exited with exit code 139",
+        ],
+        "nccl_timeout",
+    ),
+    # anomaly mode's warning ranks under every other cascade: a collective that failed inside backward
+    (
+        [
+            "[W python_anomaly_mode.cpp:104] Warning: Error detected in _ReduceFromModelParallelRegionBackward. "
+            "Traceback of forward call that caused the error:",
+            "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, "
+            "Timeout(ms)=600000) ran for 600031 milliseconds before timing out.",
         ],
         "nccl_timeout",
     ),
@@ -291,16 +317,18 @@ HOROVOD_STALL = (
 )
 
 
-def test_a_horovod_stall_warns_of_a_hang_and_never_outranks_a_cause() -> None:
-    """Horovod's stall inspector: the job is about to hang (the shorter progress clock); alone it is the hang's
-    cause, and a rank's own error beside it is the cause before it."""
+def test_a_horovod_stall_is_a_hang_only_when_nothing_else_explains_the_end() -> None:
+    """Horovod's stall inspector is the waiting ranks' report (a cascade, like a watchdog's): alone it is the
+    hang's cause; a rank's own error or a kill beside it is the cause before it. It does not shorten the
+    progress clock: a rank-0-only evaluation stalls the others for minutes and recovers."""
     signals = classify_lines([HOROVOD_STALL], PATTERNS)
-    assert [s.warns_of_hang for s in signals] == [True]
+    assert [(s.role, s.warns_of_hang) for s in signals] == [("cascade", False)]
     cause = log_cause(signals)
     assert cause is not None and cause.error_type == "hang", cause
-    cause = log_cause(
-        classify_lines(
-            [HOROVOD_STALL, "RuntimeError: CUDA error: an illegal memory access was encountered"], PATTERNS
-        )
-    )
-    assert cause is not None and cause.error_type == "cuda_error", cause
+    for own, expected in (
+        ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda_error"),
+        ("ValueError: bad shape", "exception"),
+        ("srun: error: n1: task 3: Killed", "killed"),
+    ):
+        cause = log_cause(classify_lines([HOROVOD_STALL, own], PATTERNS))
+        assert cause is not None and cause.error_type == expected, (own, cause)
