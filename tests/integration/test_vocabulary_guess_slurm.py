@@ -141,3 +141,28 @@ def test_an_infiniband_failure_no_pattern_names_is_guessed_nccl_and_restarted(au
     assert guess_reason(autoexp, restart[1], "nccl", INFINIBAND), restart
     assert stop == ("stop", COMPLETED)
     assert Evidence.from_json(autoexp.decisions()[0].evidence).signal == "vocabulary_guess"
+
+
+# XLA's allocator line as a narrow terminal wrapped it: neither half is a message any pattern knows
+WRAPPED_OOM = (
+    "2019-06-13 01:17:08.886805: E tensorflow/compiler/xla/python/local_client.cc:672] Execution of replica 0 "
+    "failed: Resource exhausted: Out ",
+    "of memory while trying to allocate 5520758552 bytes.",
+)
+
+
+def test_a_wrapped_out_of_memory_line_is_read_whole_and_stops(autoexp: AutoexpEnv) -> None:
+    """An attempt Slurm ends FAILED whose only failure line a terminal cut in two: before guessing from words,
+    the monitor reads the log's tail with wrapped lines joined (core/classify/wrapped.py). Joined, the line is
+    the allocator's out-of-memory: a pattern reading, not a guess, so the permanent class stops the run (the
+    shipped policy excludes oom) and no second Slurm job is submitted."""
+    head, tail = WRAPPED_OOM
+    body = f"echo {json.dumps(head)} >&2\necho {json.dumps(tail)} >&2\nexit 1\n"
+    done = autoexp.cli("run", str(autoexp.experiment(["bash", str(autoexp.script(body))])))
+    attempts = autoexp.attempts()
+    assert [a.state.value for a in attempts] == ["FAILED"], done.stdout + done.stderr
+    assert slurm_jobs_with_tags(autoexp.tags()) == {attempts[0].executor_job_id}
+    ((action, reason),) = autoexp.reasons()
+    assert action == "stop" and "error_type: oom" in reason and GUESSED not in reason, reason
+    evidence = Evidence.from_json(autoexp.decisions()[0].evidence)
+    assert evidence.error_type == "oom" and (evidence.signal or "").startswith("allocators."), evidence

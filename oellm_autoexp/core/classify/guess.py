@@ -1,7 +1,9 @@
 """A failed attempt's cause when no pattern explains its log: the guess from its words, as a Signal. No I/O.
 
 Only for an attempt that failed (Slurm says FAILED, or the launcher tears the job down for a
-failed worker), two readings leave room for a guess (`judged_cause`):
+failed worker), two readings leave room for a guess (`judged_cause`); before the first is guessed,
+its tail is read again with the lines a terminal or a log handler wrapped in two joined
+(core/classify/wrapped.py): a pattern that matches the whole line is a reading, not a guess.
 - no cause, or only a report that a process exited 1 (torch elastic's `exitcode : 1`: "look
   above"): the telling lines of the log's tail are weighed;
 - a worker that died saying nothing a pattern knows (a "silent death", read `killed`): its last
@@ -22,6 +24,7 @@ from oellm_autoexp.core.classify.prefixes import strip_prefix
 from oellm_autoexp.core.classify.root_cause import SILENT_DEATH_PATTERN
 from oellm_autoexp.core.classify.signals import PatternSet, Signal
 from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN, guess_cause
+from oellm_autoexp.core.classify.wrapped import unwrapped_cause
 
 GUESS_SUBSYSTEM = "vocabulary"
 
@@ -50,7 +53,10 @@ def judged_cause(
             return cause  # not the teardown whose last words were kept
         return _guess(words[0], words[1], classifier, patterns) or cause
     if open_to_guess(cause):
-        return guessed_cause(classifier, patterns) or cause
+        first_no, lines = classifier.tail_lines()
+        return (
+            unwrapped_cause(cause, first_no, lines, patterns) or guessed_cause(classifier, patterns) or cause
+        )
     return cause
 
 
