@@ -20,6 +20,7 @@ from oellm_autoexp.core.classify.guess import is_guess, judged_cause
 from oellm_autoexp.core.classify.root_cause import evidence, log_cause
 from oellm_autoexp.core.classify.signals import PatternSet, Signal
 from oellm_autoexp.core.classify.unknown import pattern_entry, suggest_pattern, telling_lines
+from oellm_autoexp.core.classify.wrapped import is_unwrapped
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.errors import UserError
 
@@ -91,6 +92,7 @@ def classify_file(path: Path, patterns: PatternSet) -> dict[str, Any]:
     cause = log_cause(signals)
     judged = judged_cause(cause, classifier, patterns, failed=True)
     guess = judged if is_guess(judged) else None
+    unwrapped = judged if is_unwrapped(judged) else None
     last = classifier.last_progress
     return {
         "file": str(path),
@@ -109,6 +111,16 @@ def classify_file(path: Path, patterns: PatternSet) -> dict[str, Any]:
             "last": _brief(last) if last else None,
         },
         "lines": classifier.lines_seen,
+        # No pattern explains the log line by line, but two lines a terminal cut in two do, joined
+        # (core/classify/wrapped.py): what the monitor reads if the attempt FAILED.
+        "wrapped": None
+        if unwrapped is None
+        else {
+            "error_type": unwrapped.error_type,
+            "signal": unwrapped.pattern,
+            "line": unwrapped.line_no,
+            "text": unwrapped.line,
+        },  # fmt: skip
         # No pattern explains the log: what the monitor would call it if the attempt FAILED.
         "guess": None
         if guess is None
@@ -138,6 +150,13 @@ def format_report(report: dict[str, Any]) -> str:
             f"line {report['line']}{rank})"
         )
         out += [f"    | {line}" for line in report["evidence"]]
+    wrapped = report.get("wrapped")
+    if wrapped is not None:
+        out.append(
+            f"  if the attempt failed: {wrapped['error_type']} read whole from lines {wrapped['line']}-"
+            f"{wrapped['line'] + 1}, one line cut in two (pattern {wrapped['signal']}):"
+        )
+        out.append(f"    | {wrapped['text']}")
     guess = report.get("guess")
     if guess is not None:  # no pattern explains the log, or only a launcher's "exited 1"
         out.append(
@@ -170,8 +189,9 @@ def run_unknown(args: argparse.Namespace, patterns: PatternSet) -> int:
                 path = Path(attempt.log_path) if attempt.log_path else None
                 if attempt.state is not JobState.FAILED or path is None or not path.is_file():
                     continue
-                if classify_file(path, patterns)["error_type"] is not None:
-                    continue
+                report = classify_file(path, patterns)
+                if report["error_type"] is not None or report["wrapped"] is not None:
+                    continue  # a cause, line by line or read whole from a wrapped line
                 found += 1
                 where = (
                     f"session {session.id} ({session.name}), job {jobs.get(attempt.job_id, attempt.job_id)}"

@@ -104,9 +104,10 @@ def _match_line(
         error_type, role, priority = pattern.error_type, pattern.role, pattern.priority
         if pattern.decide is not None:  # the line's fields give the class (core/classify/blocks.py)
             error_type, role = decide(pattern, body)
-            # the decided class's priority, unless the pattern ranks itself under every cause (a fatal
-            # shape, a launcher's report of an exit): a class never lifts the weakest readings above others
-            if priority >= 0:
+            # the decided class's priority, but not for a fallback (a fatal shape: a signal or an exit
+            # status in any tool's words): it keeps its own rank, level with the cascades, so the line
+            # that came first wins (a rank's death before the peers' timeout; the teardown's after it)
+            if not pattern.fallback:
                 priority = max(priority, CLASS_PRIORITY.get(error_type or "", 0))
         signals.append(
             Signal(

@@ -190,6 +190,8 @@ CASES = [
     ("[2]  + 4242 segmentation fault (core dumped)  python x.py", "segfault"),
     ("zsh: bus error  python x.py", "oom"),
     ("the model was never Killed", None),
+    ("Summary: [3] 1024 killed tokens filtered out", None),
+    ("cleanup [1] 3 killed zombie workers, continuing", None),
     # amdgpu's shader error interrupt: err_type 1/2 (illegal instruction, memory violation) the kernel's
     # own fault, 0/3 (EDC) poisoned memory, the GPU's; with no err_type it says nothing
     (
@@ -247,7 +249,24 @@ FALLBACK_CASES = [
         "nccl_timeout",
     ),
     (["ValueError: bad shape", "worker 0 exited with exit code -11"], "exception"),
-    # a decided fatal shape keeps its rank under every cascade, whatever class it decides
+    # a rank's death reported before the peers' timeout is the cause; the same report after it is the teardown's
+    (
+        [
+            "worker 3 exited with exit code 139",
+            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, "
+            "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600017 milliseconds before timing out.",
+        ],
+        "segfault",
+    ),
+    # a bus error is memory at memory's rank: a native crash after it does not outrank it
+    (
+        [
+            "slurm_script: line 12:  4567 Bus error (core dumped) python train.py",
+            "Segmentation fault (core dumped)",
+        ],
+        "oom",
+    ),
+    # a decided fatal shape is not lifted by its class above a cascade that came first
     (
         [
             "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, "

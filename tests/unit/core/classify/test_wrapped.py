@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+from oellm_autoexp.cli.classify import classify_file, format_report
 from oellm_autoexp.core.classify.classifier import Classifier
 from oellm_autoexp.core.classify.guess import is_guess, judged_cause
 from oellm_autoexp.core.classify.root_cause import log_cause
@@ -67,3 +68,45 @@ def test_a_healthy_run_joined_pair_by_pair_says_nothing() -> None:
     lines = (FIXTURES / "megatron" / "healthy.log").read_text(encoding="utf-8").splitlines()
     assert len(lines) > 100
     assert unwrapped_signals(1, lines, PATTERNS) == []
+
+
+def test_a_catch_all_brought_back_by_two_lines_running_together_is_not_a_reading() -> None:
+    """The DataLoader's pin-memory line is a specific cascade; the raised exception's catch-all was kept off it.
+    Joined with the next line (its words running together), the catch-all is not a new cause."""
+    cause = _judged(
+        ["RuntimeError: Pin memory thread exited unexpectedly", "Traceback (most recent call last):"]
+    )
+    assert cause is not None and WRAPPED_GROUP not in cause.groups and cause.pattern != "python_exception", (
+        cause
+    )
+
+
+def test_halves_a_launcher_prefixed_for_the_same_rank_are_joined_without_the_second_prefix() -> None:
+    """torchrun's `--tee` (or `srun -l`) prefixes each half after a handler wrapped the message."""
+    cause = _judged([f"[rank0]: {SOFT[0]}", f"[rank0]: {SOFT[1]}"])
+    assert cause is not None and cause.error_type == "oom" and cause.line == f"[rank0]: {SOFT[0]}{SOFT[1]}"
+
+
+def test_the_reading_is_numbered_in_the_whole_log() -> None:
+    """After more than a tail's worth of healthy lines, the joined reading names its first half's line number."""
+    filler = [f"step {i} went fine, nothing to report here at all" for i in range(1, 3000)]
+    c = Classifier(PATTERNS)
+    c.feed([*filler, *SOFT])
+    cause = judged_cause(log_cause(c.signals), c, PATTERNS, failed=True)
+    assert cause is not None and cause.error_type == "oom" and cause.line_no == len(filler) + 1
+
+
+def test_autoexp_classify_shows_the_wrapped_reading(tmp_path: Path) -> None:
+    """`autoexp classify` reports what the monitor reads: the joined line, not a guess, not `none found` alone."""
+    log = tmp_path / "attempt.log"
+    log.write_text("starting\n" + "\n".join(SOFT) + "\nexiting\n", encoding="utf-8")
+    report = classify_file(log, PATTERNS)
+    assert report["error_type"] is None and report["guess"] is None
+    assert report["wrapped"] == {
+        "error_type": "oom",
+        "signal": report["wrapped"]["signal"],
+        "line": 2,
+        "text": SOFT[0] + SOFT[1],
+    }
+    assert report["wrapped"]["signal"].startswith("allocators.")
+    assert "read whole from lines 2-3" in format_report(report)
