@@ -120,7 +120,7 @@ def classify_file(path: Path, patterns: PatternSet) -> dict[str, Any]:
             "signal": unwrapped.pattern,
             "line": unwrapped.line_no,
             "text": unwrapped.line,
-        },  # fmt: skip
+        },
         # No pattern explains the log: what the monitor would call it if the attempt FAILED.
         "guess": None
         if guess is None
