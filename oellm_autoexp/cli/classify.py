@@ -113,24 +113,17 @@ def classify_file(path: Path, patterns: PatternSet) -> dict[str, Any]:
         "lines": classifier.lines_seen,
         # No pattern explains the log line by line, but two lines a terminal cut in two do, joined
         # (core/classify/wrapped.py): what the monitor reads if the attempt FAILED.
-        "wrapped": None
-        if unwrapped is None
-        else {
-            "error_type": unwrapped.error_type,
-            "signal": unwrapped.pattern,
-            "line": unwrapped.line_no,
-            "text": unwrapped.line,
-        },
+        "wrapped": None if unwrapped is None else {**_reading(unwrapped), "signal": unwrapped.pattern},
         # No pattern explains the log: what the monitor would call it if the attempt FAILED.
         "guess": None
         if guess is None
-        else {
-            "error_type": guess.error_type,
-            "line": guess.line_no,
-            "text": guess.line,
-            "probability": float(guess.groups["probability"]),
-        },
+        else {**_reading(guess), "probability": float(guess.groups["probability"])},
     }
+
+
+def _reading(cause: Signal) -> dict[str, Any]:
+    """What a reading beyond the line-by-line one (read whole, or guessed) names: class, line, text."""
+    return {"error_type": cause.error_type, "line": cause.line_no, "text": cause.line}
 
 
 def _brief(signal: Signal) -> dict[str, Any]:

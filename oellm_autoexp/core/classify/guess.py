@@ -53,9 +53,11 @@ def judged_cause(
             return cause  # not the teardown whose last words were kept
         return _guess(words[0], words[1], classifier, patterns) or cause
     if open_to_guess(cause):
-        first_no, lines = classifier.tail_lines()
+        first_no, lines = classifier.tail_lines()  # split once: read whole first, then weighed
         return (
-            unwrapped_cause(cause, first_no, lines, patterns) or guessed_cause(classifier, patterns) or cause
+            unwrapped_cause(cause, first_no, lines, patterns)
+            or _guess(first_no, lines, classifier, patterns)
+            or cause
         )
     return cause
 

@@ -57,12 +57,15 @@ def unwrapped_signals(first_no: int, lines: Sequence[str], patterns: PatternSet)
     specific pattern kept it off the first half alone, and the halves' words running together would
     bring it back)."""
     found: dict[tuple[str, int], Signal] = {}
+    matched: dict[int, set[str]] = {}  # each line's patterns alone, read once for both pairs it is in
+    for s in classify_lines(lines, patterns, first_no):
+        matched.setdefault(s.line_no, set()).add(s.pattern)
     for i in range(len(lines) - 1):
         head, tail = lines[i].rstrip("\r\n"), lines[i + 1].rstrip("\r\n")
         if len(head) < WRAP_MIN_CHARS or not tail.strip():
             continue
         line_no = first_no + i
-        alone = {s.pattern for s in classify_lines([head, tail], patterns)}
+        alone = matched.get(line_no, set()) | matched.get(line_no + 1, set())
         for joined, cut in joins(head, tail):
             for signal in classify_lines([joined], patterns, line_no):
                 if signal.fallback or not signal.is_cause_candidate or signal.pattern in alone:
