@@ -411,9 +411,9 @@ def decide_loss_scale_value(line: str) -> str | None:
 
 
 # amdkfd's SQ_INTERRUPT_ERROR_TYPE (linux drivers/gpu/drm/amd/amdkfd/kfd_int_process_v9.c), the `err_type` of
-# amdgpu's `sq_intr: error, ...` line: an illegal instruction or a memory violation is the kernel's own
-# fault; an EDC error is poisoned memory, the GPU's.
-_AMD_SQ_ERROR = re.compile(r"\berr_type (?P<value>\d+)")
+# amdgpu's `sq_intr: error, ...` line (`type` on gfx10/gfx11, kfd_int_process_v10.c/v11.c): an illegal
+# instruction or a memory violation is the kernel's own fault; an EDC error is poisoned memory, the GPU's.
+_AMD_SQ_ERROR = re.compile(r"\b(?:err_)?type (?P<value>\d+)")
 AMD_SQ_ERROR_CLASS = {"0": "gpu_hardware", "1": "cuda_error", "2": "cuda_error", "3": "gpu_hardware"}
 
 

@@ -204,6 +204,12 @@ CASES = [
         "gpu_hardware",
     ),
     ("amdgpu: sq_intr: error, se 0, data 0x0, sh 0, priv 0, wave_id 3, simd_id 2, wgp_id 4", None),
+    # gfx10/gfx11's form of the same interrupt names the field `type`
+    (
+        "amdgpu 0000:0a:00.0: sq_intr: error, detail 0x00000000, type 1, sh 1, priv 0, wave_id 0, simd_id 0, wgp_id 0",
+        "cuda_error",
+    ),
+    ("amdgpu: sq_intr: error, detail 0x00000010, type 0, sh 0, priv 1, wave_id 2, simd_id 1, wgp_id 3", "gpu_hardware"),
     # torch 1.8-1.10's watchdog line, with no SeqNum
     (
         "[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) "
