@@ -71,7 +71,7 @@ def summary(name: str, score: Score, policy: RestartPolicy) -> str:
     guessed_right, guessed = score.guesses
     return (
         f"{name:<9} class accuracy {score.accuracy:6.1%} ({right}/{len(score.readings)})"
-        f"   decision accuracy {decided:6.1%}"
+        f"   decision accuracy {decided:6.1%} ({round(decided * len(score.readings))}/{len(score.readings)})"
         f"   word-model guesses {guessed_right}/{guessed} right"
         f"   healthy guessed a failure had it failed {len(score.healthy_guessed_failures)}/"
         f"{sum(r.excerpt.expected == 'healthy' for r in score.readings)}"

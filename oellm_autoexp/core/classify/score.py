@@ -19,6 +19,7 @@ from oellm_autoexp.core.classify.classifier import Classifier
 from oellm_autoexp.core.classify.guess import is_guess, judged_cause
 from oellm_autoexp.core.classify.root_cause import log_cause
 from oellm_autoexp.core.classify.signals import PatternSet
+from oellm_autoexp.core.classify.uncaught import acts_while_running
 
 HEALTHY = "healthy"  # the label of an excerpt that shows no failure
 
@@ -144,13 +145,17 @@ def read_excerpt(excerpt: Excerpt, patterns: PatternSet) -> Reading:
     """Classify one excerpt the way the monitor reads an ended attempt's log.
 
     A failure's excerpt is read as a FAILED attempt's log (the word model may guess); a healthy
-    one as a run that did not fail, which the monitor never guesses on. What the guess would call
-    a healthy excerpt had its attempt failed is kept apart (`Reading.guess_if_failed`).
+    one as a run that did not fail, which the monitor never guesses on and judges only when a line
+    would make it act while the run goes on (a fatal line, an uncaught exception's line): a
+    catch-all or fallback reading alone is no failure of a run that ends well. What the guess would
+    call a healthy excerpt had its attempt failed is kept apart (`Reading.guess_if_failed`).
     """
     classifier = Classifier(patterns, source=excerpt.source)
     classifier.feed(excerpt.text.splitlines())
     read = log_cause(classifier.signals)
     cause = judged_cause(read, classifier, patterns, failed=excerpt.expected != HEALTHY)
+    if excerpt.expected == HEALTHY and not acts_while_running(classifier.signals):
+        cause = None
     if_failed = None
     if excerpt.expected == HEALTHY:
         stressed = judged_cause(read, classifier, patterns, failed=True)

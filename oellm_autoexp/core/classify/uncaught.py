@@ -21,6 +21,7 @@ within the window (whatever printed it went on training).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from oellm_autoexp.core.classify.classifier import strip_prefix
 from oellm_autoexp.core.classify.signals import Signal
@@ -51,3 +52,19 @@ def is_uncaught_exception(signal: Signal, root_cause_header_line_no: int | None)
         return True
     header = root_cause_header_line_no
     return header is not None and 0 < signal.line_no - header <= ROOT_CAUSE_SPAN_LINES
+
+
+def acts_while_running(signals: Sequence[Signal]) -> bool:
+    """Would the monitor act on these lines while the job still runs (core/watch/attempt_view.py _note_fatal)?
+
+    It does on a fatal line, or on an uncaught exception's line that no progress follows. A run that
+    goes on and ends well is never judged, so its other readings (a catch-all or fallback line, a
+    DataLoader worker's own last words) never become a cause.
+    """
+    header: int | None = None
+    for signal in signals:
+        if signal.pattern == ROOT_CAUSE_HEADER:
+            header = signal.line_no
+        if signal.is_fatal or is_uncaught_exception(signal, header):
+            return True
+    return False

@@ -142,7 +142,9 @@ def test_every_record_names_a_source_and_a_known_class() -> None:
 # class out of here once it has ten.
 # `hang` fell to 6 when the device-side asserts that had been labelled hang were relabelled
 # cuda_error from what their threads show (issue #26).
-SCARCE = {"requeue": 2}
+# `filesystem` (a network mount's client gone, an I/O error on a checkpoint path) entered with batch 15:
+# two fitted lines (mixed.yaml).
+SCARCE = {"requeue": 2, "filesystem": 2}
 
 
 def test_corpus_is_large_enough_per_class() -> None:

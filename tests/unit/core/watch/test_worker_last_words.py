@@ -1,0 +1,65 @@
+"""A DataLoader worker's own last words (`ERROR: Unexpected segmentation fault encountered in worker.`)
+say that a worker died, not the run: the monitor does not act on them while the run goes on
+(catalogs/dataloader.yaml, fallback entries). The main process's report of the death is the fatal line;
+with nothing else in the log they are the failed attempt's cause."""
+
+from __future__ import annotations
+
+import pytest
+
+from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+from oellm_autoexp.core.classify.root_cause import log_cause
+from oellm_autoexp.core.classify.uncaught import acts_while_running
+from oellm_autoexp.core.watch.attempt_view import AttemptView, EarlySettings
+from oellm_autoexp.core.watch.verdict import Trigger
+
+PATTERNS = load_patterns(["megatron_production"])
+
+LAST_WORDS = {
+    "segfault": "ERROR: Unexpected segmentation fault encountered in worker.",
+    "oom": "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+}
+MAIN_REPORT = "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Segmentation fault."
+
+
+def iteration(i: int) -> str:
+    return f" [2026-11-22 04:21:0{i % 10}] iteration        {i}/      12 | lm loss: 5.0E+00 |"
+
+
+def view() -> AttemptView:
+    v = AttemptView(PATTERNS, early=EarlySettings(settle_s=5.0))
+    v.mark_running(0.0)
+    v.read([iteration(1), iteration(2)], 1.0)
+    return v
+
+
+@pytest.mark.parametrize("line", LAST_WORDS.values())
+def test_a_workers_last_words_open_no_settle_window(line: str) -> None:
+    """The run goes on after them (a loader that respawns its workers): no verdict, ever."""
+    v = view()
+    v.read([line], 10.0)
+    assert v.fatal_due_s() is None
+    assert v.fatal_verdict(100.0) is None
+    v.read([iteration(3)], 120.0)
+    assert v.fatal_verdict(200.0) is None
+
+
+def test_the_main_process_report_is_the_fatal_line() -> None:
+    """torch's main process reports the worker's death: that line opens the window, judged segfault."""
+    v = view()
+    v.read([LAST_WORDS["segfault"], MAIN_REPORT], 10.0)
+    assert v.fatal_due_s() == 15.0
+    verdict = v.fatal_verdict(15.0)
+    assert verdict is not None and verdict.trigger is Trigger.FATAL_LINE
+    assert verdict.cause is not None and verdict.cause.error_type == "segfault"
+
+
+@pytest.mark.parametrize(("error_type", "line"), LAST_WORDS.items())
+def test_alone_in_a_failed_log_they_are_the_cause(error_type: str, line: str) -> None:
+    """A failed attempt that no other line explains: the worker's last words name its class."""
+    from oellm_autoexp.core.classify.classifier import classify_lines
+
+    signals = classify_lines(["Epoch 3: 40%", line], PATTERNS)
+    cause = log_cause(signals)
+    assert cause is not None and cause.error_type == error_type
+    assert not acts_while_running(signals)
