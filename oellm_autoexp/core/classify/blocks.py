@@ -274,8 +274,8 @@ def stepd_cause(cancel: StepdCancel) -> str | None:
 
 _SRUN_TASK = re.compile(
     r"srun: error: (?P<node>\S+): tasks? (?P<tasks>[\d,\-\[\]]+): "
-    r"(?:Exited with exit code (?P<code>\d+)|(?P<how>[A-Za-z][\w ]*?))(?P<core> \(core dumped\))?\s*$"
-)
+    r"(?:Exited with exit code (?P<code>\d+)|(?P<how>[A-Za-z][\w /]*?))(?P<core> \(core dumped\))?\s*$"
+)  # `/`: strsignal(SIGTRAP) is `Trace/breakpoint trap`
 
 # srun prints strsignal() of the signal that ended the tasks (launch.c), or `Out Of Memory`.
 SRUN_END_CLASS = {name.capitalize(): cls for name, cls in STRSIGNAL_CLASS.items()} | {"Out Of Memory": "oom"}

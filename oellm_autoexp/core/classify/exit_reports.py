@@ -36,6 +36,9 @@ SIGNAL_CLASS = {
     signal.SIGBUS: "oom",
     signal.SIGFPE: "segfault",
     signal.SIGILL: "segfault",
+    # a trap instruction the process ran itself (`__builtin_trap` on arm64, a breakpoint left in native
+    # code, a failed check that traps): the kernel's SIGTRAP ends it like a fault (bash `Trace/breakpoint trap`)
+    signal.SIGTRAP: "segfault",
 }
 _KNOWN_SIGNALS = {s.value for s in signal.Signals}
 SHELL_SIGNAL_BASE = 128  # a shell reports a process a signal N ended as exit status 128+N
@@ -231,6 +234,7 @@ STRSIGNAL_CLASS = {
     "bus error": SIGNAL_CLASS[signal.SIGBUS],
     "floating point exception": "segfault",
     "illegal instruction": "segfault",
+    "trace/breakpoint trap": SIGNAL_CLASS[signal.SIGTRAP],
 }
 # `killed by signal 9`, `terminated with signal SIGKILL`, `exited due to signal 11 (Segmentation fault)`,
 # `received signal SIGSEGV`, Go's exec `signal: killed`: whoever prints it, the signal is the fact.

@@ -177,6 +177,7 @@ def test_slurm_task_lists_expand() -> None:
     ("line", "expected"),
     [
         ("srun: error: n1: task 2: Illegal instruction (core dumped)", "segfault"),  # no pattern names it
+        ("srun: error: n1: tasks 0-3: Trace/breakpoint trap (core dumped)", "segfault"),  # strsignal(SIGTRAP)
         ("srun: error: n1: tasks 0-3: Terminated", None),  # srun's teardown
         ("  exitcode  : -4 (pid: 5)", "segfault"),  # SIGILL, by its number alone
         ("  traceback : Signal 7 (SIGBUS) received by PID 5", "oom"),

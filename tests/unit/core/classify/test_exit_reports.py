@@ -103,6 +103,7 @@ def test_signal_helpers_know_names_and_numbers() -> None:
     assert signal_number("SIGKILL") == 9
     assert signal_number("SIGNOTREAL") is None
     assert signal_class(9) == "killed"
+    assert signal_class(5) == "segfault"  # SIGTRAP: a trap the process ran itself, a native crash
     assert signal_class(15) is None
     assert signal_class(999) is None
 

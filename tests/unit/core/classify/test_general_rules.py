@@ -48,6 +48,14 @@ CASES = [
     ),
     ("run.sh: line 5: 12345 Floating point exception(core dumped) python x.py", "segfault"),
     ("zsh: illegal hardware instruction  python train.py", "segfault"),
+    ("zsh: trace trap  python train.py", "segfault"),
+    ("run.sh: line 12: 23817 Trace/breakpoint trap   (core dumped) python3 train.py", "segfault"),
+    # the strsignal text alone on its line (dash; bash for the script's last command)
+    ("Illegal instruction", "segfault"),
+    ("Floating point exception (core dumped)", "segfault"),
+    ("Trace/breakpoint trap", "segfault"),
+    # ... but not the same words inside another message
+    ("Note: an Illegal instruction here means the CPU lacks AVX2", None),
     ("Process finished with exit code 139 (interrupted by signal 11: SIGSEGV)", "segfault"),
     ("Process finished with exit code 137 (interrupted by signal 9: SIGKILL)", "killed"),
     ("Process finished with exit code 130 (interrupted by signal 2: SIGINT)", None),
