@@ -91,6 +91,15 @@ EXCEPTION_CLASS: dict[str, str] = {
     "EntryNotFoundError": "config_error",
     "LocalEntryNotFoundError": "config_error",
     "HFValidationError": "config_error",
+    # a trainer's own word for a setting or an environment it cannot run with: Lightning's
+    # MisconfigurationException ("used to inform users of misuse with Lightning",
+    # lightning/fabric/utilities/exceptions.py), DeepSpeed's DeepSpeedConfigError (runtime/config.py) and
+    # its op builder's MissingCUDAException (no CUDA_HOME, no nvcc) and CUDAMismatchException (the toolkit
+    # is not the one torch was built with; op_builder/builder.py)
+    "MisconfigurationException": "config_error",
+    "DeepSpeedConfigError": "config_error",
+    "MissingCUDAException": "config_error",
+    "CUDAMismatchException": "config_error",
     # a checkpoint file that cannot be read as one (pickle, torch's zip container, safetensors)
     "UnpicklingError": "config_error",
     "BadZipFile": "config_error",
@@ -190,7 +199,8 @@ _MEMORY = re.compile(
 _CONFIG_RULE = re.compile(
     r"\b(?:must|should) be\b|\bis not supported\b|\bare not supported\b|\bnot supported (?:with|when|for|on|in|by)\b"
     r"|\bunsupported (?:value|option|argument|model|config|configuration|dtype|backend)\b"
-    r"|\binvalid (?:value|choice|option|argument|configuration|config|combination)\b"
+    r"|\binvalid (?:value|choice|option|argument|configuration|config|combination|backend)\b"
+    r"|\binvalid device (?:id|index|ordinal|type|string)\b"
     r"|\bunknown (?:model|argument|option|config|configuration|parameter|dataset)\b"
     r"|\bunrecognized (?:arguments?|option|model|config)\b"
     r"|\b(?:is|are) only supported (?:with|when|for|on|in|by)\b|\bonly supported with\b"
@@ -200,6 +210,37 @@ _CONFIG_RULE = re.compile(
     r"|\bcan only specify one of\b"
     r"|\b(?:requires?|[Mm]ust use|[Dd]o not use|[Pp]lease use) (?:setting )?--[a-z]|\buse --[a-z][\w-]* instead\b",
     re.IGNORECASE,
+)
+
+
+# A catch-all class whose message says the INSTALLATION or the node cannot run the job, in the words the
+# emitters use for it; the same on every retry until the environment is changed:
+# - glibc's dynamic loader (dlerror, elf/dl-load.c `cannot open shared object file`, dl-lookup.c `undefined
+#   symbol: %s`, dl-version.c "version `%s' not found (required by %s)", `wrong ELF class`; glibc 04e750e75b):
+#   ctypes.CDLL and torch.ops.load_library raise it as OSError, an extension module as ImportError;
+# - an environment variable the set-up needs and lacks (torch/distributed/rendezvous.py `environment variable
+#   RANK expected, but not set`, torch/utils/cpp_extension.py `CUDA_HOME environment variable is not set`,
+#   NVIDIA/Megatron-LM d98e8a64dd `... require setting the environment variable CUDA_DEVICE_MAX_CONNECTIONS to
+#   1`, core/hyper_comm_grid.py `WORLD_SIZE environment variable not set`);
+# - two versions that do not go together (torch/utils/cpp_extension.py `The detected CUDA version (11.8)
+#   mismatches the version that was used to compile PyTorch (12.1)`, DeepSpeed op_builder/builder.py
+#   `Installed CUDA version 12.4 does not match the version torch was compiled with 12.1`, jax
+#   jax/_src/lib/__init__.py `jaxlib version X is newer than and incompatible with jax version Y`);
+# - a build or a GPU that lacks what the job asks for (torch/cuda/__init__.py `Torch not compiled with CUDA
+#   enabled`, distributed_c10d.py `Distributed package doesn't have MPI built in`, TransformerEngine fp8.py
+#   `Device compute capability 8.9 or higher required for FP8 execution`, torch/_inductor's `too old to be
+#   supported by the triton GPU compiler ... CUDA Capability >= 8.0`, flash-attention flash_api.cpp
+#   `FlashAttention only supports Ampere GPUs or newer`).
+# Only a raised exception's message is read this way: torch's own warnings in these words (`... with CUDA
+# capability sm_90 is not compatible with the current PyTorch installation`) are UserWarnings, never read.
+_ENVIRONMENT_RULE = re.compile(
+    r"\bcannot open shared object file\b|: undefined symbol: |\bversion `[^']+' not found \(required by "
+    r"|\bwrong ELF class\b"
+    r"|\benvironment variable\b[^\n]{0,60}?\b(?:expected, but not set|is not set|not set)\b"
+    r"|\b(?:requires?|must) set(?:ting)? the environment variable\b"
+    r"|\bversion\b[^\n]{0,80}?\b(?:mismatch(?:es|ed)?|does not match|do not match|incompatible with)\b"
+    r"|\bnot compiled with\b|\b(?:doesn't|does not) have \w+ built in\b"
+    r"|\bcompute capability\b|\bCUDA [Cc]apability\b|\btoo old to be supported\b|\bGPUs? or newer\b"
 )
 
 
@@ -213,7 +254,8 @@ def message_class(message: str) -> str | None:
 
     In this order: a missing checkpoint (configuration), an errno, a signal that ended a child
     process, memory words, a parser's position in a file it could not read (configuration),
-    non-finite numbers, a configuration rule the message states.
+    non-finite numbers, a configuration rule the message states or an installation or node that cannot
+    run the job.
     """
     if is_checkpoint_missing(message):
         return "config_error"
@@ -229,7 +271,7 @@ def message_class(message: str) -> str | None:
         return "config_error"
     if _NON_FINITE.search(message) is not None:
         return "numerical_instability"
-    if _CONFIG_RULE.search(message) is not None:
+    if _CONFIG_RULE.search(message) is not None or _ENVIRONMENT_RULE.search(message) is not None:
         return "config_error"
     return None
 

@@ -151,6 +151,86 @@ def test_every_cpp_exception_type_reads_as_listed(type_name: str, expected: str)
             "config_error",
         ),
         (["AssertionError: can only specify one of lr-warmup-fraction and lr-warmup-iters"], "config_error"),
+        # an installation or node that cannot run the job, in the emitters' words (exception_types.py
+        # _ENVIRONMENT_RULE): glibc's loader under OSError, an environment variable that is not set, two
+        # versions that do not go together, a build or GPU without what the job asks for
+        (
+            ["OSError: libcudart.so.12: cannot open shared object file: No such file or directory"],
+            "config_error",
+        ),
+        (["OSError: /opt/lib/image.so: undefined symbol: _ZN3c106detail"], "config_error"),
+        (
+            ["OSError: /lib64/libc.so.6: version `GLIBC_2.32' not found (required by /opt/lib/libbnb.so)"],
+            "config_error",
+        ),
+        (
+            [
+                "ValueError: Error initializing torch.distributed using env:// rendezvous: "
+                "environment variable MASTER_ADDR expected, but not set"
+            ],
+            "config_error",
+        ),
+        (
+            ["OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root."],
+            "config_error",
+        ),
+        (
+            [
+                "AssertionError: Using tensor model parallelism or context parallelism require setting "
+                "the environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1"
+            ],
+            "config_error",
+        ),
+        (
+            [
+                "RuntimeError: The detected CUDA version (11.8) mismatches the version that was used "
+                "to compile PyTorch (12.1). Please make sure to use the same CUDA versions."
+            ],
+            "config_error",
+        ),
+        (
+            [
+                "Exception: >- DeepSpeed Op Builder: Installed CUDA version 11.3 does not match the "
+                "version torch was compiled with 11.7, unable to compile cuda/cpp extensions without "
+                "a matching cuda version."
+            ],
+            "config_error",
+        ),
+        (
+            ["RuntimeError: jaxlib version 0.4.30 is newer than and incompatible with jax version 0.4.23."],
+            "config_error",
+        ),
+        (["AssertionError: Torch not compiled with CUDA enabled"], "config_error"),
+        (["RuntimeError: Distributed package doesn't have MPI built in."], "config_error"),
+        (
+            ["AssertionError: Device compute capability 8.9 or higher required for FP8 execution."],
+            "config_error",
+        ),
+        (["RuntimeError: FlashAttention only supports Ampere GPUs or newer."], "config_error"),
+        (
+            [
+                "RuntimeError: Found Tesla V100-SXM2-32GB which is too old to be supported by the "
+                "triton GPU compiler, which is used as the backend."
+            ],
+            "config_error",
+        ),
+        (["AssertionError: Invalid device id"], "config_error"),
+        (["ValueError: Invalid backend: 'ncl'"], "config_error"),
+        # ... and the same words in torch's and Megatron's warnings stay healthy
+        (
+            [
+                "UserWarning: NVIDIA H100 80GB HBM3 with CUDA capability sm_90 is not compatible "
+                "with the current PyTorch installation."
+            ],
+            None,
+        ),
+        (
+            [
+                "UserWarning: When using sequence parallelism it is recommended to set the environment "
+                "variable CUDA_DEVICE_MAX_CONNECTIONS to 1 for maximum speedup"
+            ],
+            None,
+        ),
         (["ValueError: Expected input batch_size (1324) to match target batch_size (0)."], "exception"),
         (["RuntimeError: shape '[4, -1]' is invalid for input of size 10"], "exception"),
         (

@@ -217,13 +217,29 @@ CASES = [
         "amdgpu 0000:0a:00.0: sq_intr: error, detail 0x00000000, type 1, sh 1, priv 0, wave_id 0, simd_id 0, wgp_id 0",
         "cuda_error",
     ),
-    ("amdgpu: sq_intr: error, detail 0x00000010, type 0, sh 0, priv 1, wave_id 2, simd_id 1, wgp_id 3", "gpu_hardware"),
+    (
+        "amdgpu: sq_intr: error, detail 0x00000010, type 0, sh 0, priv 1, wave_id 2, simd_id 1, wgp_id 3",
+        "gpu_hardware",
+    ),
     # torch 1.8-1.10's watchdog line, with no SeqNum
     (
         "[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) "
         "ran for 1801256 milliseconds before timing out.",
         "nccl_timeout",
     ),
+    # argparse's other refusals (CPython Lib/argparse.py), whatever the program's name
+    ("train.py: error: ambiguous option: --lr could match --lr-decay, --lr-warmup-iters", "config_error"),
+    ("train.py: error: argument --fp16: not allowed with argument --bf16", "config_error"),
+    ("train.py: error: one of the arguments --train-iters --train-samples is required", "config_error"),
+    ("train.py: error: argument --bf16: ignored explicit argument 'true'", "config_error"),
+    # bash unable to run the job's command: an interpreter gone is a cause; a denied command or redirect
+    # explains a failure only where nothing else does (a cascade: the script may go on after a redirect)
+    (
+        "/var/spool/slurmd/job42/slurm_script: ./train.sh: /scratch/venv/bin/python3: bad interpreter: "
+        "No such file or directory",
+        "config_error",
+    ),
+    ("/var/spool/slurmd/job42/slurm_script: line 17: ./train.sh: Permission denied", "config_error"),
 ]
 
 
@@ -311,6 +327,34 @@ FALLBACK_CASES = [
     (["RuntimeError: the thing went wrong", "Aborted (core dumped)"], "exception"),
     (["ValueError: bad shape", "worker 0 killed by signal 9"], "exception"),
 ]
+
+
+# A set-up line the job script may survive (bash's denied redirect, Lmod's unknown module, conda's missing
+# environment) is a configuration cascade: a failure of the training itself, read by a root, is the cause.
+SURVIVABLE_SETUP_CASES = [
+    (
+        [
+            "/var/spool/slurmd/job42/slurm_script: line 3: /proc/sys/vm/drop_caches: Permission denied",
+            "NCCL WARN NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 129",
+        ],
+        "nccl",
+    ),
+    (
+        [
+            'Lmod has detected the following error:  The following module(s) are unknown: "xpmem"',
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ],
+        "oom",
+    ),
+    (["EnvironmentNameNotFound: Could not find conda environment: megatron"], "config_error"),
+]
+
+
+@pytest.mark.parametrize(("lines", "expected"), SURVIVABLE_SETUP_CASES)
+def test_a_survivable_setup_line_never_hides_a_cause(lines: list[str], expected: str) -> None:
+    """A set-up cascade explains a failure only where no root does."""
+    cause = log_cause(classify_lines(lines, PATTERNS))
+    assert cause is not None and cause.error_type == expected, cause
 
 
 SILENT_DEATH_CASES = [

@@ -1,4 +1,6 @@
-"""A DataLoader worker's own last words (`ERROR: Unexpected segmentation fault encountered in worker.`)
+"""Lines a run may survive are no line to act on while it goes on (fallback readings).
+
+A DataLoader worker's own last words (`ERROR: Unexpected segmentation fault encountered in worker.`)
 say that a worker died, not the run: the monitor does not act on them while the run goes on
 (catalogs/dataloader.yaml, fallback entries). The main process's report of the death is the fatal line;
 with nothing else in the log they are the failed attempt's cause."""
@@ -8,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+from oellm_autoexp.core.classify.classifier import classify_lines
 from oellm_autoexp.core.classify.root_cause import log_cause
 from oellm_autoexp.core.classify.uncaught import acts_while_running
 from oellm_autoexp.core.watch.attempt_view import AttemptView, EarlySettings
@@ -57,9 +60,35 @@ def test_the_main_process_report_is_the_fatal_line() -> None:
 @pytest.mark.parametrize(("error_type", "line"), LAST_WORDS.items())
 def test_alone_in_a_failed_log_they_are_the_cause(error_type: str, line: str) -> None:
     """A failed attempt that no other line explains: the worker's last words name its class."""
-    from oellm_autoexp.core.classify.classifier import classify_lines
-
     signals = classify_lines(["Epoch 3: 40%", line], PATTERNS)
     cause = log_cause(signals)
     assert cause is not None and cause.error_type == error_type
     assert not acts_while_running(signals)
+
+
+# A helper program or a set-up step of the job script that failed while the script goes on: the loader's,
+# bash's, the module system's and conda's words (catalogs/environment.yaml, base.yaml).
+SET_UP = [
+    "nvidia-smi: error while loading shared libraries: libnvidia-ml.so.1: cannot open shared object file: No such file or directory",
+    "/usr/local/bin/healthcheck: /lib64/libc.so.6: version `GLIBC_2.34' not found (required by /usr/local/bin/healthcheck)",
+    "slurm_script: line 12: /proc/sys/vm/drop_caches: Permission denied",
+    "slurm_script: ./prolog.sh: /opt/old/bin/python3: bad interpreter: No such file or directory",
+    'Lmod has detected the following error:  The following module(s) are unknown: "cuda/12.4"',
+    "EnvironmentNameNotFound: Could not find conda environment: megatron",
+]
+
+
+@pytest.mark.parametrize("line", SET_UP)
+def test_a_failed_set_up_step_is_no_line_to_act_on(line: str) -> None:
+    """The training goes on after it: no settle window, no verdict; a real cause later still wins."""
+    v = view()
+    v.read([line], 10.0)
+    assert v.fatal_due_s() is None and v.fatal_verdict(100.0) is None
+    signals = classify_lines(
+        [line, iteration(3), "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"],
+        PATTERNS,
+    )
+    cause = log_cause(signals)
+    assert cause is not None and cause.error_type == "oom"
+    alone = log_cause(classify_lines([line], PATTERNS))
+    assert alone is not None and alone.error_type == "config_error"
