@@ -273,7 +273,10 @@ NCCL_CUDA_FAILURES = [
         "cuda_error",
     ),
     (["node1:2104:2391 [0] misc/cudawrap.cc:120 NCCL WARN Cuda failure 1 'invalid argument'"], "cuda_error"),
-    ([XLA_NCCL.format(warning="1 'invalid argument'")], "nccl"),
+    # ... and the quoted CUDA error is the cause by its own class, not the NCCL result around it (base.yaml
+    # nccl_quoted_cuda_failure; session 12: this row read `nccl` before)
+    ([XLA_NCCL.format(warning="1 'invalid argument'")], "cuda_error"),
+    ([*TORCH_NCCL, "Cuda failure 'peer access is not supported between these two devices'"], "cuda_error"),
     ([*TORCH_NCCL, "Cuda failure 'invalid device ordinal'"], "config_error"),
 ]
 

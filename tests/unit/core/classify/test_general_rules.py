@@ -221,6 +221,17 @@ CASES = [
         "amdgpu: sq_intr: error, detail 0x00000010, type 0, sh 0, priv 1, wave_id 2, simd_id 1, wgp_id 3",
         "gpu_hardware",
     ),
+    # THC's `cuda runtime error (N) : <cudaGetErrorString>` (torch < 1.4): a build without this GPU's kernels
+    (
+        "RuntimeError: cuda runtime error (48) : no kernel image is available for execution on the device at "
+        "/pytorch/aten/src/THC/generic/THCTensorMath.cu:14",
+        "config_error",
+    ),
+    (
+        "RuntimeError: cuda runtime error (8) : invalid device function at "
+        "/pytorch/aten/src/THC/THCTensorCopy.cu:204",
+        "config_error",
+    ),
     # torch 1.8-1.10's watchdog line, with no SeqNum
     (
         "[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) "
@@ -247,6 +258,67 @@ CASES = [
 def test_a_line_reads_as_its_class(line: str, expected: str | None) -> None:
     """The line alone gives the listed class as the log's cause (None: no cause, a healthy line)."""
     cause = log_cause(classify_lines([line], PATTERNS))
+    assert (cause.error_type if cause is not None else None) == expected, cause
+
+
+_NCCL_CUDA_HEAD = [
+    "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
+    "1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
+    "ncclUnhandledCudaError: Call to CUDA function failed.",
+    "Last error:",
+]
+
+NCCL_QUOTED_CUDA_CASES = [
+    # NCCL's `unhandled cuda error` only reports a CUDA call that failed; the CUDA error torch repeats after
+    # `Last error:` (NCCL's CUDACHECK/CUCHECK text, checks.h and cudawrap.h) is the cause, by its own class
+    (
+        [*_NCCL_CUDA_HEAD, "Cuda failure 'peer access is not supported between these two devices'"],
+        "cuda_error",
+    ),
+    ([*_NCCL_CUDA_HEAD, "Cuda failure 1 'invalid argument'"], "cuda_error"),
+    ([*_NCCL_CUDA_HEAD, "Cuda failure 'out of memory'"], "oom"),
+    ([*_NCCL_CUDA_HEAD, "Cuda failure 'invalid device ordinal'"], "config_error"),
+    ([*_NCCL_CUDA_HEAD, "Cuda failure 'uncorrectable ECC error encountered'"], "gpu_hardware"),
+    (
+        ["[rank3]: " + line for line in _NCCL_CUDA_HEAD] + ["[rank3]: Cuda failure 'unknown error'"],
+        "cuda_error",
+    ),
+    # XLA's quote of NCCL's last warning
+    (
+        [
+            "NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: unhandled cuda error (run "
+            "with NCCL_DEBUG=INFO for details). Last NCCL warning(error) log entry (may be unrelated) "
+            "'Cuda failure 'operation not supported''."
+        ],
+        "cuda_error",
+    ),
+    # no CUDA error named: the NCCL result stays the cause
+    (_NCCL_CUDA_HEAD, "nccl"),
+    # NCCL's CUDACHECKIGNORE logs a failed call it goes on without at INFO: no cause, and not the NCCL error's
+    (
+        [
+            "node1:2104:2391 [0] NCCL INFO Cuda failure 'peer access is not supported between these two "
+            "devices'"
+        ],
+        None,
+    ),
+    (
+        [
+            "node1:2104:2391 [0] NCCL INFO Cuda failure 'operation not supported'",
+            "RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:825, unhandled cuda "
+            "error, NCCL version 2.7.8",
+        ],
+        "nccl",
+    ),
+]
+
+
+@pytest.mark.parametrize(("lines", "expected"), NCCL_QUOTED_CUDA_CASES)
+def test_a_cuda_error_nccl_quotes_is_the_cause_of_its_nccl_error(
+    lines: list[str], expected: str | None
+) -> None:
+    """The CUDA failure NCCL names after `Last error:` gives the class; NCCL's INFO twin never does."""
+    cause = log_cause(classify_lines(lines, PATTERNS))
     assert (cause.error_type if cause is not None else None) == expected, cause
 
 
