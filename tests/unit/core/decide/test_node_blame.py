@@ -379,6 +379,8 @@ MOUNT = "OSError: [Errno 107] Transport endpoint is not connected: '/ckpt/iter_0
         ([MOUNT], ALLOC4, []),
         # ranks of two of four nodes: the file system is down for the job, no node is blamed
         ([f"[rank13]: {MOUNT}", f"[rank1]: {MOUNT}"], ALLOC4, []),
+        # EIO from an evicted Lustre client or a failing disk: the node of the rank that got it
+        (["[rank6]: OSError: [Errno 5] Input/output error: '/lustre/ckpt/iter_0012000'"], ALLOC4, ["gpu02"]),
     ],
 )
 def test_a_lost_mount_blames_the_node_of_its_rank_only(lines: list[str], allocation: tuple[str, ...],
