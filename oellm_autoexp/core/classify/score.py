@@ -154,7 +154,8 @@ def read_excerpt(excerpt: Excerpt, patterns: PatternSet) -> Reading:
     classifier.feed(excerpt.text.splitlines())
     read = log_cause(classifier.signals)
     cause = judged_cause(read, classifier, patterns, failed=excerpt.expected != HEALTHY)
-    if excerpt.expected == HEALTHY and not acts_while_running(classifier.signals):
+    last_progress = classifier.last_progress.line_no if classifier.last_progress is not None else None
+    if excerpt.expected == HEALTHY and not acts_while_running(classifier.signals, last_progress):
         cause = None
     if_failed = None
     if excerpt.expected == HEALTHY:

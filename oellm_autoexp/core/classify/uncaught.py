@@ -54,17 +54,22 @@ def is_uncaught_exception(signal: Signal, root_cause_header_line_no: int | None)
     return header is not None and 0 < signal.line_no - header <= ROOT_CAUSE_SPAN_LINES
 
 
-def acts_while_running(signals: Sequence[Signal]) -> bool:
+def acts_while_running(signals: Sequence[Signal], last_progress_line_no: int | None = None) -> bool:
     """Would the monitor act on these lines while the job still runs (core/watch/attempt_view.py _note_fatal)?
 
-    It does on a fatal line, or on an uncaught exception's line that no progress follows. A run that
-    goes on and ends well is never judged, so its other readings (a catch-all or fallback line, a
-    DataLoader worker's own last words) never become a cause.
+    It does on a fatal line, or on an uncaught exception's line that no progress line follows
+    (`last_progress_line_no`: the log's last progress line, None: none; a later one withdraws it, as the
+    monitor's does, which also waits out a peer's in-flight iteration). A run that goes on and ends well is
+    never judged, so its other readings (a catch-all or fallback line, a DataLoader worker's own last words)
+    never become a cause.
     """
     header: int | None = None
     for signal in signals:
         if signal.pattern == ROOT_CAUSE_HEADER:
             header = signal.line_no
-        if signal.is_fatal or is_uncaught_exception(signal, header):
+        if signal.is_fatal:
+            return True
+        withdrawn = last_progress_line_no is not None and last_progress_line_no > signal.line_no
+        if is_uncaught_exception(signal, header) and not withdrawn:
             return True
     return False

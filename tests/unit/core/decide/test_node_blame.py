@@ -10,6 +10,7 @@ import yaml
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
 from oellm_autoexp.core.classify.classifier import classify_lines
+from oellm_autoexp.core.classify.root_cause import log_cause
 from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.exclusions import (
     Exclusion,
@@ -379,8 +380,6 @@ MOUNT = "OSError: [Errno 107] Transport endpoint is not connected: '/ckpt/iter_0
         ([MOUNT], ALLOC4, []),
         # ranks of two of four nodes: the file system is down for the job, no node is blamed
         ([f"[rank13]: {MOUNT}", f"[rank1]: {MOUNT}"], ALLOC4, []),
-        # EIO from an evicted Lustre client or a failing disk: the node of the rank that got it
-        (["[rank6]: OSError: [Errno 5] Input/output error: '/lustre/ckpt/iter_0012000'"], ALLOC4, ["gpu02"]),
     ],
 )
 def test_a_lost_mount_blames_the_node_of_its_rank_only(lines: list[str], allocation: tuple[str, ...],
@@ -391,6 +390,19 @@ def test_a_lost_mount_blames_the_node_of_its_rank_only(lines: list[str], allocat
     )
     assert [s.error_type for s in signals if s.pattern == "mount_lost"] == ["filesystem"] * len(lines)
     assert list(blame_nodes(signals, allocation).nodes) == blamed
+
+
+def test_an_io_error_reads_as_the_file_system_and_blames_no_node() -> None:
+    """EIO (an evicted Lustre client, a failing disk) is the file system's, but on a shared mount often only the
+    rank writing the checkpoint sees it: no node is named (base.yaml io_error, a fallback)."""
+    patterns = load_patterns(["megatron_production"])
+    line = "[rank6]: OSError: [Errno 5] Input/output error: '/lustre/ckpt/iter_0012000'"
+    signals = classify_lines(
+        ["autoexp: rank layout: 4 ranks per node (node rank = SLURM_NODEID)", line], patterns
+    )
+    cause = log_cause(signals)
+    assert cause is not None and (cause.pattern, cause.error_type) == ("io_error", "filesystem")
+    assert list(blame_nodes(signals, ALLOC4).nodes) == []
 
 
 @pytest.mark.parametrize("policy", ["default", "megatron_transient", "fleet"])

@@ -92,3 +92,35 @@ def test_a_failed_set_up_step_is_no_line_to_act_on(line: str) -> None:
     assert cause is not None and cause.error_type == "oom"
     alone = log_cause(classify_lines([line], PATTERNS))
     assert alone is not None and alone.error_type == "config_error"
+
+
+def iterations_around(line: str) -> list[str]:
+    return [iteration(1), iteration(2), line, iteration(3), iteration(4)]
+
+
+@pytest.mark.parametrize(
+    ("lines", "acts"),
+    [
+        # an uncaught exception's line that progress follows: withdrawn, as the monitor withdraws it
+        (iterations_around("[rank0]: RuntimeError: checkpoint writer thread failed: disk busy"), False),
+        # with no progress after it, the monitor acts once the settle window passes
+        ([iteration(1), "[rank0]: RuntimeError: checkpoint writer thread failed: disk busy"], True),
+        # a fatal line is acted on whatever follows
+        (iterations_around("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"), True),
+        # a worker's last words are not acted on
+        (iterations_around(LAST_WORDS["segfault"]), False),
+    ],
+)
+def test_acts_while_running_agrees_with_the_monitor(lines: list[str], acts: bool) -> None:
+    """The corpus score's reading of a healthy excerpt (core/classify/uncaught.py) is the attempt view's."""
+    from oellm_autoexp.core.classify.classifier import Classifier
+
+    classifier = Classifier(PATTERNS)
+    classifier.feed(lines)
+    last = classifier.last_progress.line_no if classifier.last_progress is not None else None
+    assert acts_while_running(classifier.signals, last) is acts
+    v = AttemptView(PATTERNS, early=EarlySettings(settle_s=5.0))
+    v.mark_running(0.0)
+    for i, line in enumerate(lines):
+        v.read([line], 1.0 + i)
+    assert (v.fatal_verdict(1000.0) is not None) is acts
