@@ -124,3 +124,44 @@ def test_acts_while_running_agrees_with_the_monitor(lines: list[str], acts: bool
     for i, line in enumerate(lines):
         v.read([line], 1.0 + i)
     assert (v.fatal_verdict(1000.0) is not None) is acts
+
+
+# Lines about any process or node of the cluster, not necessarily the job's (session 12's review), with the
+# class each gives a failed attempt that nothing else explains.
+ABOUT_ANY_PROCESS = [
+    (
+        "[12345.6] traps: chrome[40213] trap int3 ip:7f3a1c2b4e11 sp:7ffd2b1a7c80 error:0 in libc.so.6",
+        "segfault",
+    ),
+    (
+        "[ 8123.2] node[31337]: segfault at 0 ip 00007f3a1c2b4e10 sp 00007ffd2b1a7c80 error 4 in node",
+        "segfault",
+    ),
+    ("Illegal instruction", "segfault"),
+    ("slurm_script: line 22:  4568 Trace/breakpoint trap   (core dumped) nvidia-bug-report.sh", "segfault"),
+    ("gpu017 1 gpu* drained  Kill task failed", "node_failure"),
+    (
+        "   State=DOWN+DRAIN ThreadsPerCore=2 Reason=Not responding [slurm@2024-04-20T09:10:37]",
+        "node_failure",
+    ),
+    (
+        "srun: error: slurm_receive_msgs: [[gpu017]:6818] failed: Socket timed out on send/recv operation",
+        "node_failure",
+    ),
+    ("wandb: ERROR Error while calling W&B API: [Errno 5] Input/output error", "filesystem"),
+]
+
+
+@pytest.mark.parametrize(("line", "error_type"), ABOUT_ANY_PROCESS)
+def test_a_line_about_any_process_is_no_line_to_act_on(line: str, error_type: str) -> None:
+    """No settle window while the run goes on; alone in a failed log, the class it names."""
+    v = view()
+    v.read([line], 10.0)
+    assert v.fatal_due_s() is None and v.fatal_verdict(100.0) is None
+    cause = log_cause(classify_lines([line], PATTERNS))
+    assert cause is not None and cause.error_type == error_type
+
+
+def test_a_successful_curand_status_is_no_error() -> None:
+    """cuRAND's statuses are listed one by one: SUCCESS is none of them."""
+    assert log_cause(classify_lines(["curand init: CURAND_STATUS_SUCCESS"], PATTERNS)) is None
