@@ -232,6 +232,16 @@ CASES = [
         "/pytorch/aten/src/THC/THCTensorCopy.cu:204",
         "config_error",
     ),
+    # torch's state_dict size mismatch read by its tail too (a handler may wrap its head away)
+    (
+        "with shape torch.Size([8, 1280]) from checkpoint, the shape in current model is torch.Size([16, 1280]).",
+        "config_error",
+    ),
+    # EIO after TensorFlow's `<file>; ` (tsl IOError), a fallback naming no node
+    ("Unknown: dataset-train.tfrecord-00011-of00032; Input/output error", "filesystem"),
+    ("OSError: [Errno 5] Input/output error: '/lustre/ckpt/iter_0001000'", "filesystem"),
+    # glibc's double free by its head, whatever brackets follow
+    ("double free or corruption（！prev）", "segfault"),
     # torch 1.8-1.10's watchdog line, with no SeqNum
     (
         "[Rank 5] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) "
