@@ -8,6 +8,7 @@ act on a fatal line), so the first test would see a wrong cancel."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -53,4 +54,4 @@ def test_a_fatal_line_in_their_place_stops_the_job_while_it_runs(autoexp: Autoex
     assert (action, reason) == ("stop", "Permanent failure detected (excluded error_type: oom)"), done.stdout
     [attempt] = autoexp.attempts()
     assert attempt.state.value != "COMPLETED"
-    assert "attempt 1 done" not in open(attempt.log_path or "", encoding="utf-8").read()
+    assert "attempt 1 done" not in Path(attempt.log_path or "").read_text(encoding="utf-8")
