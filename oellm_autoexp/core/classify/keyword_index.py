@@ -84,6 +84,10 @@ class KeywordIndex:
     # MARK_GROUPS its Signal would hold).
     markable: bool = False
     marking: dict[int, tuple[re.Pattern[str], str, tuple[str, ...]]] = field(default_factory=dict)
+    # The keywords per case mode (lower case for the insensitive ones), and their automaton finders per
+    # (case mode, engine), built at a candidate line's first lookup (matcher.word_finder).
+    words: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    finders: dict[tuple[bool, str], Callable[[str], set[str]] | None] = field(default_factory=dict)
 
 
 def trie_regex(words: set[str], ignore_case: bool) -> str:
@@ -145,6 +149,7 @@ def index_of(patterns: PatternSet) -> KeywordIndex:
         insensitive_words=LazyRegex(insensitive_trie) if insensitive_trie is not None else None,
         by_keyword={},
         unfiltered=tuple(i for i, e in enumerate(entries) if not e.keywords),
+        words=(tuple(sorted(sensitive)), tuple(sorted({k.lower() for k in insensitive}))),
         collapsible=tuple(
             i for i, e in enumerate(entries) if e.pattern.role == "progress" and e.pattern.name not in anchors
         ),
@@ -169,18 +174,32 @@ def _marking(entry: Entry) -> tuple[re.Pattern[str], str, tuple[str, ...]]:
     return head, pattern.name, tuple(g for g in MARK_GROUPS if g in wanted)  # as SignalPattern.extract
 
 
+def _reported_words(line: str, index: KeywordIndex, ignore_case: bool) -> set[str]:
+    """Keywords of one case mode found in `line`: each one that occurs (the automaton, where
+    ahocorasick_rs is installed) or the longest at each start position (the trie regex); either way
+    every keyword in the line is a substring of a report, so both admit the same entries."""
+    key = (ignore_case, matcher.engine_name())
+    if key not in index.finders:
+        index.finders[key] = matcher.word_finder(index.words[ignore_case], ignore_case)
+    finder = index.finders[key]
+    if finder is not None:
+        return finder(line)
+    regex = index.insensitive_words if ignore_case else index.sensitive_words
+    reports: set[str] = set()
+    if regex is None:
+        return reports
+    match = regex.search(line)
+    while match is not None:
+        reports.add(match.group())
+        match = regex.search(line, match.start() + 1)
+    return reports
+
+
 def entries_for(line: str, index: KeywordIndex) -> list[int]:
     """Indices of the entries whose keywords occur in `line`, in pattern order."""
     found: set[int] = set(index.unfiltered)
-    for regex, ignore_case in ((index.sensitive_words, False), (index.insensitive_words, True)):
-        if regex is None:
-            continue
-        reports: set[str] = set()
-        match = regex.search(line)
-        while match is not None:
-            reports.add(match.group())
-            match = regex.search(line, match.start() + 1)
-        for reported in reports:
+    for ignore_case in (False, True):
+        for reported in _reported_words(line, index, ignore_case):
             key = reported.lower() if ignore_case else reported
             admitted = index.by_keyword.get((ignore_case, key))
             if admitted is None:

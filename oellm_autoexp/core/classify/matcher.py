@@ -34,7 +34,7 @@ import re
 import sre_constants as _sc
 import sre_parse as _sp
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Protocol
@@ -154,6 +154,21 @@ def set_engine(name: str) -> None:
     if name == "ahocorasick_rs" and ahocorasick_rs is None:
         raise ValueError("ahocorasick_rs is not installed (pip install ahocorasick-rs)")
     _FORCE_PYTHON = name == "python"
+
+
+def word_finder(words: Sequence[str], ignore_case: bool) -> Callable[[str], set[str]] | None:
+    """With ahocorasick_rs: a function giving the `words` that occur in a line (lower-case words for
+    `ignore_case`, found in the lower-cased line). None with the pure-Python engine: one `str.find` per
+    word is slower on a single line than the keyword trie regex (core/classify/keyword_index.py)."""
+    if not words or engine_name() != "ahocorasick_rs":
+        return None
+    scanner = _AhoCorasickScanner(words, ignore_case)
+    listed = list(words)
+
+    def found(line: str) -> set[str]:
+        return {listed[index] for index, _ in scanner.find(line)[1]}
+
+    return found
 
 
 def _scanner(words: Sequence[str], ignore_case: bool) -> _Scanner | None:

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from oellm_autoexp.core.classify import matcher
 from oellm_autoexp.core.classify.classifier import classify_line, classify_lines
 from oellm_autoexp.core.classify.keyword_index import LazyRegex, entries_for, index_of
 from oellm_autoexp.core.classify.signals import PatternSet, SignalPattern
@@ -62,3 +63,40 @@ def test_a_user_regex_is_still_checked_at_load() -> None:
     """Laziness is for regexes valid by construction (catalogs): a pattern file's broken regex fails when loaded."""
     with pytest.raises(ValueError, match="invalid regular expression"):
         SignalPattern(name="broken", regex="unbalanced (", error_type="oom")
+
+
+def _corpus_lines() -> list[str]:
+    """Every line of the fitted corpus and of the fixture logs: lines of every family and shape."""
+    import yaml
+
+    from tests.paths import REPO
+
+    lines: list[str] = []
+    for path in sorted((REPO / "tests" / "corpus").glob("*.yaml")):
+        records = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        lines += [
+            line for r in records if isinstance(r, dict) for line in str(r.get("text", "")).splitlines()
+        ]
+    for path in sorted((REPO / "tests" / "fixtures").rglob("*.log")):
+        lines += path.read_text(encoding="utf-8", errors="replace").splitlines()[:400]
+    return lines
+
+
+@pytest.mark.skipif(matcher.ahocorasick_rs is None, reason="ahocorasick-rs (a dependency) is not installed")
+def test_the_automaton_and_the_trie_regex_admit_the_same_entries() -> None:
+    """A line's keywords are found by ahocorasick_rs where it is installed (every occurrence) and by the
+    keyword trie regex otherwise (the longest at each start): the entries they admit are the same."""
+    from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+
+    patterns = load_patterns(["megatron_production"])
+    lines = [line for line in _corpus_lines() if line.strip()]
+    assert len(lines) > 5000
+    try:
+        by_automaton = [entries_for(line, index_of(patterns)) for line in lines]
+        matcher.set_engine("python")
+        by_regex = [entries_for(line, index_of(patterns)) for line in lines]
+    finally:
+        matcher.set_engine("ahocorasick_rs")
+    differing = [(line, a, r) for line, a, r in zip(lines, by_automaton, by_regex, strict=True) if a != r]
+    assert differing == []
+    assert sum(map(bool, by_automaton)) > 1000  # the lines admit entries: the comparison is not empty
