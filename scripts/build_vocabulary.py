@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cv:
         print("alpha  min_p  right  wrong  none  healthy_called_failure  (failure records; healthy records)")
         for alpha in (0.03, 0.1, 0.3):
-            for min_p in (0.5, 0.7, 0.9):
+            for min_p in (0.5, 0.7, 0.9, 0.95, 0.97):
                 t = cross_validate(alpha, min_p)
                 print(f"{alpha:5} {min_p:5}  {t['failure: right']:5}  {t['failure: wrong']:5}  "
                       f"{t['failure: no guess']:4}  {t['healthy: called a failure']:5}/"
