@@ -156,6 +156,10 @@ class SlurmExecutor:
         live = {i: r for i, r in listed.items() if not has_ended_in_squeue(r.state)}
         missing = [i for i in ids if i not in live]
         done = self._sacct(missing) if missing else {}
+        # slurmdbd lags the controller: a job squeue already shows ended can still read PENDING or
+        # RUNNING in sacct for a moment. That row says nothing of the end (and a PENDING after RUNNING
+        # would read as a requeue, whose new run forgets the log read so far): UNKNOWN until sacct knows.
+        done = {i: r for i, r in done.items() if i not in listed or has_ended_in_squeue(r.state)}
         records = {i: live.get(i) or done.get(i) or JobRecord(i, JobState.UNKNOWN, "none") for i in ids}
         return records, [
             TaggedJob(i, tag, listed[i].state) for i, tag in tagged.items() if tag.startswith(TAG_PREFIX)
