@@ -66,7 +66,7 @@ def load_restart_policy(name: str) -> RestartPolicy:
 def summary(name: str, score: Score, policy: RestartPolicy) -> str:
     right = sum(r.right for r in score.readings)
     decided = score.decision_accuracy(
-        lambda c: action_for(c, policy), lambda c: guessed_action_for(c, policy)
+        lambda c: action_for(c, policy), lambda c, u: guessed_action_for(c, policy, u)
     )
     guessed_right, guessed = score.guesses
     return (
@@ -126,7 +126,7 @@ def save(args: argparse.Namespace, fitted: Score, held: Score, policy: RestartPo
         return {"n": len(score.readings), "right": sum(r.right for r in score.readings),
                 "accuracy": score.accuracy, "guesses": list(score.guesses),
                 "decision_accuracy": score.decision_accuracy(lambda c: action_for(c, policy),
-                                                             lambda c: guessed_action_for(c, policy))}  # fmt: skip
+                                                             lambda c, u: guessed_action_for(c, policy, u))}  # fmt: skip
 
     data = {"benchmark": "corpus_accuracy", "patterns": args.patterns, "restart": args.restart,
             **environment(), "fitted": figures(fitted), "held_out": figures(held), "table": text}  # fmt: skip

@@ -16,7 +16,7 @@ from typing import Any
 from oellm_autoexp.adapters.logs.pattern_files import DEFAULT_PATTERNS, load_patterns, monitoring_dirs
 from oellm_autoexp.cli._sessions import open_store
 from oellm_autoexp.core.classify.classifier import Classifier
-from oellm_autoexp.core.classify.guess import is_guess, judged_cause
+from oellm_autoexp.core.classify.guess import REFINES, is_guess, judged_cause
 from oellm_autoexp.core.classify.root_cause import evidence, log_cause
 from oellm_autoexp.core.classify.signals import PatternSet, Signal
 from oellm_autoexp.core.classify.unknown import pattern_entry, suggest_pattern, telling_lines
@@ -117,7 +117,12 @@ def classify_file(path: Path, patterns: PatternSet) -> dict[str, Any]:
         # No pattern explains the log: what the monitor would call it if the attempt FAILED.
         "guess": None
         if guess is None
-        else {**_reading(guess), "probability": float(guess.groups["probability"])},
+        else {
+            **_reading(guess),
+            "probability": float(guess.groups["probability"]),
+            # the catch-all class a guess on a raised exception's own line replaces (None: no cause)
+            "refines": guess.groups.get(REFINES),
+        },
     }
 
 
@@ -151,10 +156,15 @@ def format_report(report: dict[str, Any]) -> str:
         )
         out.append(f"    | {wrapped['text']}")
     guess = report.get("guess")
-    if guess is not None:  # no pattern explains the log, or only a launcher's "exited 1"
+    if guess is not None:  # no pattern explains the log, or only a launcher's "exited 1" or a catch-all
+        why = (
+            f"a catch-all {guess['refines']}: its class and message matched no rule"
+            if guess.get("refines")
+            else "no pattern matched it"
+        )
         out.append(
             f"  if the attempt failed, its words read as {guess['error_type']} "
-            f"(line {guess['line']}, p={guess['probability']:.2f}; no pattern matched it):"
+            f"(line {guess['line']}, p={guess['probability']:.2f}; {why}):"
         )
         out.append(f"    | {guess['text']}")
     if report["failed_rank"] is not None:

@@ -166,3 +166,32 @@ def test_a_wrapped_out_of_memory_line_is_read_whole_and_stops(autoexp: AutoexpEn
     assert action == "stop" and "error_type: oom" in reason and GUESSED not in reason, reason
     evidence = Evidence.from_json(autoexp.decisions()[0].evidence)
     assert evidence.error_type == "oom" and (evidence.signal or "").startswith("allocators."), evidence
+
+
+# A raised exception no rule knows (python_exception reads it a catch-all `exception`); its words read cuda_error
+CATCH_ALL_CUDA = "RuntimeError: the device kernel returned an illegal instruction on the GPU"
+
+
+def test_a_catch_all_exception_refined_to_a_cuda_error_is_restarted(autoexp: AutoexpEnv) -> None:
+    """A catch-all `exception` stops under the shipped policy (a Python exception repeats). Here its own
+    words read as cuda_error: the failed attempt is restarted as a CUDA error is (a second Slurm job, which
+    completes), and the reason says the class refines a catch-all exception whose class and message no
+    rule knows."""
+    done = autoexp.cli("run", str(autoexp.experiment(["bash", fail_once_with(autoexp, CATCH_ALL_CUDA)])))
+    assert done.returncode == 0, done.stdout + done.stderr
+    attempts = autoexp.attempts()
+    assert [a.state.value for a in attempts] == ["FAILED", "COMPLETED"]
+    assert slurm_jobs_with_tags(autoexp.tags()) == {a.executor_job_id for a in attempts}
+    (restart, stop) = autoexp.reasons()
+    assert restart[0] == "restart" and restart[1].startswith(
+        "Transient failure detected (error_type=cuda_error); "
+    )
+    log = attempts[0].log_path
+    assert log is not None
+    line_no = Path(log).read_text(encoding="utf-8").splitlines().index(CATCH_ALL_CUDA) + 1
+    named = (
+        f"cuda_error {GUESSED} {line_no} (a catch-all exception: its class and message matched no rule; p="
+    )
+    assert named in restart[1] and restart[1].endswith(f"): {CATCH_ALL_CUDA}"), restart
+    assert stop == ("stop", COMPLETED)
+    assert Evidence.from_json(autoexp.decisions()[0].evidence).signal == "vocabulary_guess"

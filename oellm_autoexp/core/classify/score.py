@@ -43,6 +43,8 @@ class Reading:
     got: str  # the root cause's error_type, or HEALTHY
     mixed: bool = False  # besides the root, a cascade/teardown line or a line of another class
     guessed: bool = False  # no pattern explained it: the word model's guess (core/classify/guess.py)
+    # A guess's: the class of the reading it replaced (None: no cause), which the judge falls back on
+    unguessed: str | None = None
     # A healthy excerpt read as if its attempt had FAILED: the class the word model would guess (None: none)
     guess_if_failed: str | None = None
 
@@ -114,21 +116,25 @@ class Score:
         return [(f, support[f], right[f]) for f in sorted(support)]
 
     def decision_accuracy(
-        self, action: Callable[[str | None], object], guessed: Callable[[str | None], object] | None = None
+        self,
+        action: Callable[[str | None], object],
+        guessed: Callable[[str | None, str | None], object] | None = None,
     ) -> float:
         """The share of excerpts whose reading leads to the action their label leads to.
 
         `action` maps a class (None: healthy) to what a restart policy does with it
-        (core/decide/class_action.py); `guessed` maps a guessed reading's class to what the
-        monitor does with a guess (it never stops on one; default: `action`).
+        (core/decide/class_action.py); `guessed` maps a guessed reading's class and the class of
+        the reading it replaced to what the monitor does with the guess (default: `action` of the guess).
         """
         if not self.readings:
             return 1.0
-        same = sum(
-            (guessed if r.guessed and guessed else action)(_cause(r.got))
-            == action(_cause(r.excerpt.expected))
-            for r in self.readings
-        )
+
+        def done(r: Reading) -> object:
+            if r.guessed and guessed is not None:
+                return guessed(_cause(r.got), r.unguessed)
+            return action(_cause(r.got))
+
+        same = sum(done(r) == action(_cause(r.excerpt.expected)) for r in self.readings)
         return same / len(self.readings)
 
     def confusions(self) -> list[tuple[str, str, int]]:
@@ -168,7 +174,8 @@ def read_excerpt(excerpt: Excerpt, patterns: PatternSet) -> Reading:
         for s in classifier.signals
     )
     guessed = is_guess(cause)
-    return Reading(excerpt, got, mixed, guessed=guessed, guess_if_failed=if_failed)
+    unguessed = read.error_type if guessed and read is not None else None
+    return Reading(excerpt, got, mixed, guessed=guessed, unguessed=unguessed, guess_if_failed=if_failed)
 
 
 def score_excerpts(excerpts: Iterable[Excerpt], patterns: PatternSet) -> Score:

@@ -44,8 +44,18 @@ def action_for(error_type: str | None, policy: RestartPolicy) -> ClassAction:
     return ClassAction.STOP
 
 
-def guessed_action_for(error_type: str | None, policy: RestartPolicy) -> ClassAction:
-    """What the monitor does with a first attempt whose class was guessed from its words: as
-    `action_for`, but a guess never stops a run (core/decide/judge.py): a stop is a restart."""
+def guessed_action_for(
+    error_type: str | None, policy: RestartPolicy, unguessed: str | None = None
+) -> ClassAction:
+    """What the monitor does with a first attempt whose class was guessed from its words, as the judge
+    does (core/decide/judge.py): the guess's action where it restarts; else, where the reading the
+    guess replaced restarts, that restart (a guess never stops a run); else the guess's.
+
+    `unguessed`: the class of the reading the guess replaced; None (no cause, or a failed attempt
+    read only as a launcher's "exited 1") is a failed attempt with no class, which restarts as a crash.
+    """
     action = action_for(error_type, policy)
-    return ClassAction.RESTART if action is ClassAction.STOP else action
+    if action in (ClassAction.RESTART, ClassAction.RESTART_ELSEWHERE):
+        return action
+    plain = ClassAction.RESTART if unguessed is None else action_for(unguessed, policy)
+    return plain if plain in (ClassAction.RESTART, ClassAction.RESTART_ELSEWHERE) else action

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from oellm_autoexp.core.checkpoint.disk import RULE as DISK_RULE
 from oellm_autoexp.core.checkpoint.disk import is_save_failure, save_failed_reason
-from oellm_autoexp.core.classify.guess import is_guess
+from oellm_autoexp.core.classify.guess import REFINES, is_guess
 from oellm_autoexp.core.classify.root_cause import evidence as evidence_lines
 from oellm_autoexp.core.classify.signals import Signal
 from oellm_autoexp.core.decide.load_failure import load_failure, with_failed_load
@@ -261,8 +261,11 @@ def _judge(
 def guess_note(cause: Signal) -> str:
     """What a reason adds when its class was guessed (core/classify/guess.py): no pattern named it."""
     probability = cause.groups.get("probability", "?")
+    refined = cause.groups.get(REFINES)
+    why = (f"a catch-all {refined}: its class and message matched no rule" if refined
+           else "no pattern matched it")  # fmt: skip
     return (f"{cause.error_type} guessed from the words of line {cause.line_no} "
-            f"(no pattern matched it; p={probability}): {cause.line.strip()[:160]}")  # fmt: skip
+            f"({why}; p={probability}): {cause.line.strip()[:160]}")  # fmt: skip
 
 
 def blame_for(

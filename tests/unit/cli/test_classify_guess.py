@@ -62,3 +62,25 @@ def test_a_log_a_pattern_explains_is_not_guessed(tmp_path: Path, capsys: pytest.
     oom = "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
     report = json.loads(_classify(tmp_path, capsys, f"{oom}\n{DIVERGED}\n", "--json"))
     assert report["error_type"] == "oom" and report["guess"] is None, report
+
+
+CATCH_ALL_CUDA = "RuntimeError: the device kernel returned an illegal instruction on the GPU"
+
+
+def test_classify_names_the_catch_all_a_guess_refines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A raised exception no rule knows is the root cause `exception`; its words read as cuda_error, which
+    the report shows as what a failed attempt is taken for, saying it refines the catch-all (`--json`:
+    `"refines": "exception"`; an unexplained line's guess refines nothing)."""
+    text = f"starting the run\n{CATCH_ALL_CUDA}\n"
+    out = _classify(tmp_path, capsys, text)
+    assert "  root cause: exception (python, pattern python_exception, line 2)\n" in out, out
+    assert (
+        "  if the attempt failed, its words read as cuda_error (line 2, p=1.00; a catch-all exception: its "
+        f"class and message matched no rule):\n    | {CATCH_ALL_CUDA}\n"
+    ) in out, out
+    guess = json.loads(_classify(tmp_path, capsys, text, "--json"))["guess"]
+    assert (guess["error_type"], guess["line"], guess["refines"]) == ("cuda_error", 2, "exception")
+    plain = json.loads(_classify(tmp_path, capsys, f"starting the run\n{DIVERGED}\n", "--json"))["guess"]
+    assert plain["refines"] is None

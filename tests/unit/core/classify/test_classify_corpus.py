@@ -56,7 +56,9 @@ HELD_OUT = _corpus(HOLDOUT)
 
 
 def _decisions(score: Score) -> float:
-    return score.decision_accuracy(lambda c: action_for(c, POLICY), lambda c: guessed_action_for(c, POLICY))
+    return score.decision_accuracy(
+        lambda c: action_for(c, POLICY), lambda c, u: guessed_action_for(c, POLICY, u)
+    )
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,18 @@ import pytest
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
 from oellm_autoexp.core.classify.classifier import TAIL_CHARS, Classifier
-from oellm_autoexp.core.classify.guess import GUESS_SUBSYSTEM, guessed_cause
+from oellm_autoexp.core.classify.guess import (
+    GUESS_SUBSYSTEM,
+    REFINES,
+    guessed_cause,
+    is_catch_all_exception,
+    is_guess,
+    judged_cause,
+)
+from oellm_autoexp.core.classify.root_cause import log_cause
 from oellm_autoexp.core.classify.score import HEALTHY, Excerpt, read_excerpt, score_excerpts
-from oellm_autoexp.core.classify.signals import PatternSet, merge_pattern_sets
-from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN, guess_cause, train
+from oellm_autoexp.core.classify.signals import PatternSet, Signal, merge_pattern_sets
+from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN, MIN_PROBABILITY, guess_cause, train
 
 PATTERNS = load_patterns(["megatron_production"])  # names the shipped model (base.yaml `vocabulary:`)
 
@@ -122,3 +130,65 @@ def test_the_score_marks_guessed_readings() -> None:
     assert score.guesses == (1, 2)
     assert [r.excerpt.source for r in score.healthy_guessed_failures] == ["t#3"]
     assert score.healthy_called_failures == []  # no pattern called it one
+
+
+# Catch-all exception lines (python_exception reads them `exception`: no rule knows the class or the message)
+# and what the shipped model's words make of them (checked when the refinement landed).
+ILLEGAL_INSTRUCTION = "RuntimeError: the device kernel returned an illegal instruction on the GPU"
+SOCKET_RESET = "[rank3]: RuntimeError: socket connection to peer reset during allreduce over ib interface"
+CODE_BUG = "AttributeError: 'NoneType' object has no attribute 'shape'"
+# A catalog entry that says `exception` on purpose (gloo: the ranks called different collectives)
+COLLECTIVE_MISMATCH = (
+    "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:456] op.preamble.length"
+    " <= op.nbytes. 8 vs 4. Received data size doesn't match expected size. Is there a distributed collective"
+    " mismatch in your code?"
+)
+
+
+def _judged_cause(lines: list[str], *, failed: bool = True) -> tuple[Signal | None, Signal | None]:
+    """(the log's reading, the cause a verdict carries) of a failed (or not) attempt's lines."""
+    c = _read(["starting", *lines])
+    read = log_cause(c.signals)
+    return read, judged_cause(read, c, PATTERNS, failed=failed)
+
+
+@pytest.mark.parametrize(("line", "refined"), [(ILLEGAL_INSTRUCTION, "cuda_error"), (SOCKET_RESET, "nccl")])
+def test_a_catch_all_exception_is_refined_by_its_words(line: str, refined: str) -> None:
+    """A raised exception no rule knows reads `exception`; in a failed attempt its own words name the
+    class, as a guess on the same line that says which catch-all it refines."""
+    read, cause = _judged_cause([line])
+    assert read is not None and (read.pattern, read.error_type) == ("python_exception", "exception")
+    assert is_catch_all_exception(read, PATTERNS)
+    assert cause is not None and is_guess(cause)
+    assert (cause.error_type, cause.line, cause.line_no, cause.groups[REFINES]) == (
+        refined,
+        line,
+        2,
+        "exception",
+    )
+    assert float(cause.groups["probability"]) >= MIN_PROBABILITY
+
+
+def test_words_that_read_as_a_code_bug_keep_the_catch_all() -> None:
+    """Where the words say `exception` again (or nothing at the threshold), the reading stays as it was."""
+    read, cause = _judged_cause([CODE_BUG])
+    assert read is not None and read.error_type == "exception" and cause is read
+
+
+def test_an_exception_a_rule_names_is_not_refined() -> None:
+    """A catalog entry that says `exception` knows the message (the ranks called different collectives):
+    not a catch-all, never refined; nor is a catch-all in an attempt that did not fail."""
+    read, cause = _judged_cause([COLLECTIVE_MISMATCH])
+    assert read is not None and read.error_type == "exception" and read.pattern != "python_exception"
+    assert not is_catch_all_exception(read, PATTERNS) and cause is read
+    read, cause = _judged_cause([ILLEGAL_INSTRUCTION], failed=False)
+    assert cause is read and read is not None and read.error_type == "exception"
+
+
+def test_the_score_records_what_a_guess_replaced() -> None:
+    """read_excerpt keeps the class of the reading a guess replaced (None: no cause), which the decision
+    score falls back on as the judge does."""
+    refined = read_excerpt(Excerpt(ILLEGAL_INSTRUCTION, "cuda_error", "t#5"), PATTERNS)
+    assert (refined.got, refined.guessed, refined.unguessed) == ("cuda_error", True, "exception")
+    unexplained = read_excerpt(Excerpt(QP_FAILED, "nccl", "t#1"), PATTERNS)
+    assert (unexplained.got, unexplained.guessed, unexplained.unguessed) == ("nccl", True, None)

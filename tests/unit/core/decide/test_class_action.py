@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from oellm_autoexp.core.decide.class_action import ClassAction, action_for
+from oellm_autoexp.core.decide.class_action import ClassAction, action_for, guessed_action_for
 from oellm_autoexp.core.decide.policy import load_policy
 from tests.paths import REPO
 
@@ -31,3 +31,20 @@ DEFAULT = load_policy(
 def test_the_default_policy_acts_on_each_class(error_type: str | None, expected: ClassAction) -> None:
     """Each class leads to the action the default policy's rules give it."""
     assert action_for(error_type, DEFAULT) is expected
+
+
+@pytest.mark.parametrize(
+    ("guess", "unguessed", "expected"),
+    [
+        ("nccl", None, ClassAction.RESTART),  # the guess restarts: as guessed
+        ("gpu_hardware", "exception", ClassAction.RESTART_ELSEWHERE),
+        ("config_error", None, ClassAction.RESTART),  # no cause: a crash restarts, a guess never stops it
+        ("config_error", "killed", ClassAction.RESTART),  # a silent death restarts
+        ("config_error", "exception", ClassAction.STOP),  # the catch-all it refines stops too
+        ("oom", "exception", ClassAction.STOP),
+    ],
+)
+def test_a_guess_acts_as_the_judge_lets_it(guess: str, unguessed: str | None, expected: ClassAction) -> None:
+    """A guessed class's action, where it restarts; else the replaced reading's restart; else the guess's
+    stop (core/decide/judge.py: a guess never makes a decision more drastic than the reading it replaced)."""
+    assert guessed_action_for(guess, DEFAULT, unguessed) is expected

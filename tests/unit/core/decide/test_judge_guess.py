@@ -75,3 +75,31 @@ def test_guess_note_cuts_a_long_line() -> None:
         "nccl guessed from the words of line 4711 (no pattern matched it; p=0.97): ERROR: x"
     )
     assert note.endswith(line.strip()[:160]) and len(note.split("): ", 1)[1]) == 160
+
+
+# Catch-all exception lines (python_exception: no rule knows the class or the message); the shipped model's
+# words read the first as cuda_error and the second as config_error (tests/unit/core/classify/test_guess.py).
+ILLEGAL_INSTRUCTION = "[rank0]: RuntimeError: the device kernel returned an illegal instruction on the GPU"
+LAUNCH_FAILED = (
+    "[rank0]: RuntimeError: GPU kernel launch failed on stream while running the fused optimizer step"
+)
+
+
+def test_a_refined_catch_all_that_restarts_is_restarted() -> None:
+    """megatron_transient stops on a Python exception; refined to cuda_error by its words, the attempt is
+    restarted as a CUDA error is, and the reason says the class refines a catch-all exception."""
+    j = _judged([ILLEGAL_INSTRUCTION])
+    assert j.decision.action is DecisionAction.RESTART
+    assert j.evidence.error_type == "cuda_error" and j.evidence.signal == GUESS_PATTERN
+    assert ("cuda_error guessed from the words of line 2 (a catch-all exception: its class and message "
+            "matched no rule; p=") in j.decision.reason  # fmt: skip
+
+
+def test_a_refined_catch_all_that_stops_still_stops() -> None:
+    """Refined to config_error, the attempt stops, as the catch-all `exception` it replaced stops: the
+    guess made nothing more drastic, and the reason names it."""
+    j = _judged([LAUNCH_FAILED])
+    assert j.decision.action is DecisionAction.STOP
+    assert j.evidence.error_type == "config_error"
+    assert "config_error guessed from the words of line 2 (a catch-all exception" in j.decision.reason
+    assert "a guess never stops a run" not in j.decision.reason
