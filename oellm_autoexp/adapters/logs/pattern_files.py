@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from oellm_autoexp.config.files import read_yaml, search_path
-from oellm_autoexp.core.classify.catalog import Catalog, catalog_pattern_set
+from oellm_autoexp.core.classify.catalog import Catalog, EntryDefaults, catalog_pattern_set
 from oellm_autoexp.core.classify.signals import PatternSet, merge_pattern_sets
 from oellm_autoexp.core.classify.vocabulary import WordModel
 from oellm_autoexp.errors import UserError
@@ -148,16 +148,30 @@ def load_catalog(name: str, search_dirs: Sequence[Path], origin: str = "catalogs
     try:
         return Catalog.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        loc = list(error["loc"])
-        where = ".".join(str(p) for p in loc) or "(top level)"
-        if len(loc) >= 2 and loc[0] == "entries" and isinstance(loc[1], int):
-            key = ".".join(str(p) for p in loc[2:]) or "(the entry itself)"
-            where = f"entries[{loc[1]}] key {key!r}"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        raise UserError(f"{path}: {where}: {message}") from None
+        raise UserError(f"{path}: {_describe_catalog_error(exc)}") from None
     except ValueError as exc:  # a format without a literal run to prefilter on
         raise UserError(f"{path}: {exc}") from None
+
+
+def _describe_catalog_error(exc: ValidationError) -> str:
+    """`entries[3] key 'groups': ...` or `defaults key 'format': ...` for the first error; an unknown
+    top-level key first (a misspelt `defaults:` would otherwise read as its entries' fault)."""
+    errors = exc.errors()
+    unknown = [e for e in errors if e["type"] == "extra_forbidden" and len(e["loc"]) == 1]
+    if unknown:
+        return f"key {unknown[0]['loc'][0]!r}: not a catalog key"
+    error = errors[0]
+    loc = list(error["loc"])
+    where = ".".join(str(p) for p in loc) or "(top level)"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if len(loc) >= 2 and loc[0] == "entries" and isinstance(loc[1], int):
+        key = ".".join(str(p) for p in loc[2:]) or "(the entry itself)"
+        where = f"entries[{loc[1]}] key {key!r}"
+    elif len(loc) >= 2 and loc[0] == "defaults":
+        where = f"defaults key {'.'.join(str(p) for p in loc[1:])!r}"
+        if error["type"] == "extra_forbidden":
+            message = f"not a setting entries inherit (those are: {', '.join(EntryDefaults.model_fields)})"
+    return f"{where}: {message}"
 
 
 def _validate(data: dict[str, Any], origin: str) -> PatternSet:

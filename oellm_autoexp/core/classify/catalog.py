@@ -11,6 +11,10 @@ with what it means:
       names_node: true               # the `node` group is a node to blame
       example: 'srun: error: Task launch for StepId=23.0 failed on node hpc: Job prolog failed'
 
+A catalog's `defaults:` (EntryDefaults) are what its entries say unless they say otherwise:
+`defaults: {error_type: config_error}` gives every entry that names no class that one. The
+loaded catalog's `entries` hold them resolved.
+
 Each entry becomes one SignalPattern (`<catalog>.<index>`): the format's literal text is
 matched exactly, each conversion by what it can print. The pattern's keyword is one of the
 catalog's shared `keywords` the format holds (`NCCL WARN`), else its longest literal run, so
@@ -31,7 +35,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from oellm_autoexp.core.classify.signals import (
     REGEX_CHECKED,
@@ -116,6 +120,38 @@ class CatalogEntry(BaseModel):
         return self
 
 
+class EntryDefaults(BaseModel):
+    """What every entry of a catalog says unless it says otherwise (`defaults:`).
+
+    The settings an emitter's messages share (most of a catalog's entries have one class); not
+    the per-message keys (`format`, `xid`, `example`, `groups`, `note`).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    error_type: str | None = None
+    role: Role | None = None
+    names_node: bool | None = None
+    blames_node: NodeBlame | None = None
+    priority: int | None = None
+    teardown: bool | None = None
+    fallback: bool | None = None
+    subsystem: str | None = None
+    decide: Decider | None = None
+
+
+def _with_defaults(entries: object, defaults: object) -> object:
+    """The raw `entries`, each with the `defaults` it does not set itself (an entry's own key wins,
+    `null` included). Unchanged when either is not what it should be: validation names the fault."""
+    if not isinstance(defaults, dict) or not isinstance(entries, list):
+        return entries
+    try:
+        EntryDefaults.model_validate(defaults)
+    except ValidationError:
+        return entries  # the `defaults` field's own validation reports it, naming the key
+    return [{**defaults, **entry} if isinstance(entry, dict) else entry for entry in entries]
+
+
 class Catalog(BaseModel):
     """The messages of one emitter, from its source (`source`, `version`: where and which)."""
 
@@ -128,9 +164,20 @@ class Catalog(BaseModel):
     # Literals many entries share (`NCCL WARN`, `srun: error:`): an entry whose literal text holds
     # one uses it as its prefilter keyword, so the catalog adds few words to the keyword scan.
     keywords: list[str] = Field(default_factory=list)
+    # What the entries say unless they say otherwise; `entries` hold them resolved. Before
+    # `entries`: a bad default is the first error, not an entry's missing class.
+    defaults: EntryDefaults = Field(default_factory=EntryDefaults)
     entries: list[CatalogEntry] = Field(min_length=1)
     # For an Xid table: how its one pattern singles out a node to blame (SignalPattern.blames_node).
     blames_node: NodeBlame | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_defaults(cls, data: Any) -> Any:
+        """Entries inherit the catalog's `defaults` before they are validated (a root needs its class)."""
+        if isinstance(data, dict) and "defaults" in data and "entries" in data:
+            data = {**data, "entries": _with_defaults(data.get("entries"), data["defaults"])}
+        return data
 
 
 def _check_groups(groups: Sequence[str]) -> None:

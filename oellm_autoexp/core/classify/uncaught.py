@@ -16,12 +16,18 @@ limit. Two kinds of line are printed for an uncaught exception alone:
 Such a line is final once the process stops making progress: core/watch/attempt_view.py opens
 the settle window at it, as at any fatal line, and withdraws it when a progress line follows
 within the window (whatever printed it went on training).
+
+Which lines the monitor acts on, and which a later progress line withdraws, is decided here once
+(`hold_of`, `is_withdrawn`, `acts_on`) for both readers: core/watch/attempt_view.py, which adds the
+timing (the settle window, a peer's in-flight iteration), and the corpus score's reading of a
+healthy excerpt (`acts_while_running`, core/classify/score.py), which reads no clock.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from enum import Enum
 
 from oellm_autoexp.core.classify.classifier import strip_prefix
 from oellm_autoexp.core.classify.signals import Signal
@@ -54,22 +60,55 @@ def is_uncaught_exception(signal: Signal, root_cause_header_line_no: int | None)
     return header is not None and 0 < signal.line_no - header <= ROOT_CAUSE_SPAN_LINES
 
 
+class Hold(Enum):
+    """How the monitor holds a line it acts on while the run goes on (core/watch/attempt_view.py)."""
+
+    FATAL = "fatal"  # a fatal line (`Signal.is_fatal`): the settle window opens and nothing withdraws it
+    UNCAUGHT = "uncaught"  # an uncaught exception's line: as FATAL, unless a later progress line withdraws it
+
+
+def root_cause_header_after(signal: Signal, header_line_no: int | None) -> int | None:
+    """The line number of the last Root Cause header once `signal` is read (None: none yet)."""
+    return signal.line_no if signal.pattern == ROOT_CAUSE_HEADER else header_line_no
+
+
+def hold_of(signal: Signal, root_cause_header_line_no: int | None) -> Hold | None:
+    """How the monitor holds this line while the run goes on; None: it does not act on it.
+
+    A run that goes on and ends well is never judged, so its other readings (a catch-all or
+    fallback line, a DataLoader worker's own last words) never become a cause.
+    """
+    if signal.is_fatal:
+        return Hold.FATAL
+    if is_uncaught_exception(signal, root_cause_header_line_no):
+        return Hold.UNCAUGHT
+    return None
+
+
+def is_withdrawn(hold: Hold | None, line_no: int, progress_line_no: int | None) -> bool:
+    """A progress line after an uncaught exception's line (`line_no`) withdraws it: whatever printed
+    it went on. A fatal line is never withdrawn. `progress_line_no` None: no progress line."""
+    return hold is Hold.UNCAUGHT and progress_line_no is not None and progress_line_no > line_no
+
+
+def acts_on(signal: Signal, root_cause_header_line_no: int | None, progress_line_no: int | None) -> bool:
+    """Does the monitor act on this line, given the Root Cause header read before it and the log's
+    last progress line (None: none)?"""
+    hold = hold_of(signal, root_cause_header_line_no)
+    return hold is not None and not is_withdrawn(hold, signal.line_no, progress_line_no)
+
+
 def acts_while_running(signals: Sequence[Signal], last_progress_line_no: int | None = None) -> bool:
-    """Would the monitor act on these lines while the job still runs (core/watch/attempt_view.py _note_fatal)?
+    """Would the monitor act on these lines while the job still runs (core/watch/attempt_view.py)?
 
     It does on a fatal line, or on an uncaught exception's line that no progress line follows
-    (`last_progress_line_no`: the log's last progress line, None: none; a later one withdraws it, as the
-    monitor's does, which also waits out a peer's in-flight iteration). A run that goes on and ends well is
-    never judged, so its other readings (a catch-all or fallback line, a DataLoader worker's own last words)
-    never become a cause.
+    (`last_progress_line_no`: the log's last progress line, None: none; a later one withdraws it, as
+    the monitor's does). Unlike the monitor, this reads no clock: a peer's in-flight iteration read
+    with the traceback (IN_FLIGHT_S there) withdraws it here too.
     """
     header: int | None = None
     for signal in signals:
-        if signal.pattern == ROOT_CAUSE_HEADER:
-            header = signal.line_no
-        if signal.is_fatal:
-            return True
-        withdrawn = last_progress_line_no is not None and last_progress_line_no > signal.line_no
-        if is_uncaught_exception(signal, header) and not withdrawn:
+        header = root_cause_header_after(signal, header)
+        if acts_on(signal, header, last_progress_line_no):
             return True
     return False

@@ -47,7 +47,7 @@ from oellm_autoexp.core.classify.classifier import Classifier, ProgressMark
 from oellm_autoexp.core.classify.guess import is_guess, judged_cause
 from oellm_autoexp.core.classify.root_cause import SILENT_DEATH_PATTERN, log_cause, root_cause
 from oellm_autoexp.core.classify.signals import PatternSet, Signal, SignalPattern, as_pattern_set
-from oellm_autoexp.core.classify.uncaught import ROOT_CAUSE_HEADER, is_uncaught_exception
+from oellm_autoexp.core.classify.uncaught import Hold, hold_of, is_withdrawn, root_cause_header_after
 from oellm_autoexp.core.jobs.job_record import JobRecord
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.watch import progress
@@ -165,8 +165,8 @@ class AttemptView:
         self.log_stride: int | None = None  # iterations between the last two new highs (the log interval)
         self._best_before_fatal: int | None = None  # the high-water mark when the window opened
         self._recoveries: list[Recovery] = []
-        # first_fatal is an uncaught exception's line that a progress line would withdraw
-        self._withdrawable = False
+        # How first_fatal is held (core/classify/uncaught.py): UNCAUGHT, a progress line would withdraw it
+        self._hold: Hold | None = None
         self._root_cause_header: int | None = None  # line number of torchrun's last Root Cause header
         self._kept_times: list[float] = []  # when each of classifier.signals was read
 
@@ -280,7 +280,7 @@ class AttemptView:
                 if event is not None:
                     tracker = progress.advance(tracker, event, at)
             if event is not None and self._is_withdrawn_by(signal.line_no, event, at):
-                self.first_fatal, self._withdrawable = None, False  # the run went on
+                self.first_fatal, self._hold = None, None  # the run went on
             if isinstance(event, progress.Iteration):
                 self._on_iteration(event.iteration, at, after_gap=event.after_gap)
                 total = signal.groups.get("train_iters")
@@ -298,7 +298,7 @@ class AttemptView:
         """A progress line after a pending uncaught exception's line: whatever printed it went on,
         unless it is a peer's in-flight line (the next logged iteration, read with the traceback)."""
         fatal = self.first_fatal
-        if not (self._withdrawable and fatal is not None and progress_line_no > fatal.signal.line_no):
+        if fatal is None or not is_withdrawn(self._hold, fatal.signal.line_no, progress_line_no):
             return False
         if isinstance(event, progress.Iteration) and self._best_before_fatal is not None:
             in_flight = self._best_before_fatal + (self.log_stride or 1)
@@ -308,17 +308,16 @@ class AttemptView:
 
     def _note_fatal(self, signal: Signal, at: float) -> None:
         """Keep the first fatal line (or uncaught exception's line); a fatal line confirms the latter."""
-        if signal.pattern == ROOT_CAUSE_HEADER:
-            self._root_cause_header = signal.line_no
-        if signal.is_fatal:
-            if self.first_fatal is None:
-                self.first_fatal = FatalMark(signal, at)
-                self._best_before_fatal = self.best_iteration
-            self._withdrawable = False  # its settle window, if open, keeps its start
-        elif self.first_fatal is None and is_uncaught_exception(signal, self._root_cause_header):
+        self._root_cause_header = root_cause_header_after(signal, self._root_cause_header)
+        hold = hold_of(signal, self._root_cause_header)
+        if hold is None:
+            return
+        if self.first_fatal is None:
             self.first_fatal = FatalMark(signal, at)
             self._best_before_fatal = self.best_iteration
-            self._withdrawable = True
+            self._hold = hold
+        elif hold is Hold.FATAL:
+            self._hold = Hold.FATAL  # confirmed: its settle window, if open, keeps its start
 
     def _on_iteration(self, iteration: int, now: float, *, after_gap: bool = False) -> None:
         if self.first_iteration_s is None:
@@ -377,7 +376,7 @@ class AttemptView:
         notes = (
             [] if cause is self.first_fatal.signal else [f"first fatal line: {self.first_fatal.signal.line}"]
         )
-        if self._withdrawable:
+        if self._hold is Hold.UNCAUGHT:
             notes.append(
                 f"uncaught exception (line {self.first_fatal.signal.line_no}) and no progress line "
                 f"in the {due - self.first_fatal.at_s:.0f} s after it"

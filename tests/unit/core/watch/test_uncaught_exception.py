@@ -8,7 +8,14 @@ import yaml
 
 from oellm_autoexp.adapters.logs.pattern_files import load_patterns
 from oellm_autoexp.core.classify.signals import Signal
-from oellm_autoexp.core.classify.uncaught import has_excepthook_prefix, is_uncaught_exception
+from oellm_autoexp.core.classify.uncaught import (
+    Hold,
+    acts_on,
+    has_excepthook_prefix,
+    hold_of,
+    is_uncaught_exception,
+    is_withdrawn,
+)
 from oellm_autoexp.core.decide.judge import judge
 from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, load_policy
 from oellm_autoexp.core.watch.attempt_view import AttemptView, EarlySettings
@@ -67,6 +74,54 @@ def test_a_specific_root_is_no_uncaught_candidate() -> None:
         pattern="cuda_oom", error_type="oom", subsystem="cuda", role="root", line="[rank0]: x", line_no=3
     )
     assert not is_uncaught_exception(oom, None)
+
+
+def _signal(line: str, *, fallback: bool, error_type: str | None = "exception", line_no: int = 10) -> Signal:
+    return Signal(
+        pattern="p", error_type=error_type, subsystem="python", role="root", line=line, line_no=line_no,
+        fallback=fallback,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("signal", "header", "hold"),
+    [
+        (_signal("torch.OutOfMemoryError: CUDA out of memory.", fallback=False), None, Hold.FATAL),
+        (_signal("[rank0]: RuntimeError: boom", fallback=True), None, Hold.UNCAUGHT),
+        (_signal("RuntimeError: boom", fallback=True), 5, Hold.UNCAUGHT),  # in a Root Cause block
+        (_signal("RuntimeError: boom", fallback=True), None, None),  # a logged, caught one
+        (_signal("RuntimeError: boom", fallback=True, line_no=100), 5, None),  # past the block's span
+        (_signal("[rank0]: some info", fallback=False, error_type=None), None, None),
+    ],
+)
+def test_how_the_monitor_holds_a_line(signal: Signal, header: int | None, hold: Hold | None) -> None:
+    """A fatal line is held for good, an uncaught exception's line until progress follows, others not at all."""
+    assert hold_of(signal, header) is hold
+
+
+@pytest.mark.parametrize(
+    ("hold", "progress_line_no", "withdrawn"),
+    [
+        (Hold.UNCAUGHT, 11, True),
+        (Hold.UNCAUGHT, 10, False),  # the line itself, or progress before it
+        (Hold.UNCAUGHT, None, False),
+        (Hold.FATAL, 11, False),  # a fatal line is never withdrawn
+        (None, 11, False),
+    ],
+)
+def test_a_later_progress_line_withdraws_only_an_uncaught_exception(
+    hold: Hold | None, progress_line_no: int | None, withdrawn: bool
+) -> None:
+    """Whatever printed the uncaught exception went on; a fatal line stays whatever follows."""
+    assert is_withdrawn(hold, 10, progress_line_no) is withdrawn
+
+
+def test_acts_on_joins_the_hold_and_the_withdrawal() -> None:
+    """The decision both the corpus score and the attempt view take for one line."""
+    uncaught = _signal("[rank0]: RuntimeError: boom", fallback=True)
+    fatal = _signal("torch.OutOfMemoryError: CUDA out of memory.", fallback=False)
+    assert acts_on(uncaught, None, None) and not acts_on(uncaught, None, 11)
+    assert acts_on(fatal, None, 11)
 
 
 def test_an_uncaught_exception_that_lingers_is_judged_after_the_settle_window() -> None:
