@@ -32,7 +32,7 @@ from oellm_autoexp.core.classify.score import (  # noqa: E402
     format_score,
     score_excerpts,
 )
-from oellm_autoexp.core.decide.class_action import action_for, guessed_action_for  # noqa: E402
+from oellm_autoexp.core.decide.class_action import decision_accuracy  # noqa: E402
 from oellm_autoexp.core.decide.policy import RestartPolicy, load_policy  # noqa: E402
 
 CORPUS_DIR = REPO / "tests" / "corpus"
@@ -65,9 +65,7 @@ def load_restart_policy(name: str) -> RestartPolicy:
 
 def summary(name: str, score: Score, policy: RestartPolicy) -> str:
     right = sum(r.right for r in score.readings)
-    decided = score.decision_accuracy(
-        lambda c: action_for(c, policy), lambda c, u: guessed_action_for(c, policy, u)
-    )
+    decided = decision_accuracy(score, policy)
     guessed_right, guessed = score.guesses
     return (
         f"{name:<9} class accuracy {score.accuracy:6.1%} ({right}/{len(score.readings)})"
@@ -123,10 +121,13 @@ def save(args: argparse.Namespace, fitted: Score, held: Score, policy: RestartPo
     from benchmarks._common import environment  # only when saving: the report itself needs no benchmark code
 
     def figures(score: Score) -> dict[str, object]:
-        return {"n": len(score.readings), "right": sum(r.right for r in score.readings),
-                "accuracy": score.accuracy, "guesses": list(score.guesses),
-                "decision_accuracy": score.decision_accuracy(lambda c: action_for(c, policy),
-                                                             lambda c, u: guessed_action_for(c, policy, u))}  # fmt: skip
+        return {
+            "n": len(score.readings),
+            "right": sum(r.right for r in score.readings),
+            "accuracy": score.accuracy,
+            "guesses": list(score.guesses),
+            "decision_accuracy": decision_accuracy(score, policy),
+        }
 
     data = {"benchmark": "corpus_accuracy", "patterns": args.patterns, "restart": args.restart,
             **environment(), "fitted": figures(fitted), "held_out": figures(held), "table": text}  # fmt: skip

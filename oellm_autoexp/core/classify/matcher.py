@@ -31,13 +31,19 @@ number, `after:` and fallback rules are unchanged.
 from __future__ import annotations
 
 import re
-import sre_constants as _sc
-import sre_parse as _sp
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Protocol
+
+# The regex parser's modules (deprecated names since 3.11, still the parser `re` uses): imported quietly,
+# as core/classify/signals.py does, whichever of the two a program imports first.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import sre_constants as _sc
+    import sre_parse as _sp
 
 from oellm_autoexp.core.classify.signals import required_literals
 

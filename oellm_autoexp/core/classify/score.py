@@ -119,12 +119,15 @@ class Score:
         self,
         action: Callable[[str | None], object],
         guessed: Callable[[str | None, str | None], object] | None = None,
+        unexplained: Callable[[], object] | None = None,
     ) -> float:
         """The share of excerpts whose reading leads to the action their label leads to.
 
         `action` maps a class (None: healthy) to what a restart policy does with it
         (core/decide/class_action.py); `guessed` maps a guessed reading's class and the class of
-        the reading it replaced to what the monitor does with the guess (default: `action` of the guess).
+        the reading it replaced to what the monitor does with the guess (default: `action` of the guess);
+        `unexplained` is what it does with a FAILED attempt whose log gave no cause, a failure's excerpt
+        read as healthy (default: `action(None)`).
         """
         if not self.readings:
             return 1.0
@@ -132,6 +135,8 @@ class Score:
         def done(r: Reading) -> object:
             if r.guessed and guessed is not None:
                 return guessed(_cause(r.got), r.unguessed)
+            if r.got == HEALTHY and r.excerpt.expected != HEALTHY and unexplained is not None:
+                return unexplained()
             return action(_cause(r.got))
 
         same = sum(done(r) == action(_cause(r.excerpt.expected)) for r in self.readings)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from oellm_autoexp.core.classify.score import Score
 from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, RestartPolicy, decide
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.watch.outcome import Outcome
@@ -27,6 +28,9 @@ class ClassAction(StrEnum):
     NOTHING = "nothing"  # no failure: nothing to decide
 
 
+_RESTARTS = (ClassAction.RESTART, ClassAction.RESTART_ELSEWHERE)
+
+
 def action_for(error_type: str | None, policy: RestartPolicy) -> ClassAction:
     """What `policy` does with a first attempt that ended FAILED with root cause `error_type`.
 
@@ -34,6 +38,16 @@ def action_for(error_type: str | None, policy: RestartPolicy) -> ClassAction:
     """
     if error_type is None:
         return ClassAction.NOTHING
+    return _failed_with(error_type, policy)
+
+
+def unexplained_action(policy: RestartPolicy) -> ClassAction:
+    """What `policy` does with a first attempt that ended FAILED and whose log gave no cause: the
+    monitor judges it a crash (core/decide/judge.py), which a transient rule restarts."""
+    return _failed_with(None, policy)
+
+
+def _failed_with(error_type: str | None, policy: RestartPolicy) -> ClassAction:
     blamed = (_NODE,) if error_type in NODE_CLASSES else ()
     outcome = Outcome(state=JobState.FAILED, error_type=error_type, node=blamed[0] if blamed else None)
     decision = decide(policy, outcome, RestartHistory(), now=0.0, blamed=blamed)
@@ -51,11 +65,22 @@ def guessed_action_for(
     does (core/decide/judge.py): the guess's action where it restarts; else, where the reading the
     guess replaced restarts, that restart (a guess never stops a run); else the guess's.
 
-    `unguessed`: the class of the reading the guess replaced; None (no cause, or a failed attempt
-    read only as a launcher's "exited 1") is a failed attempt with no class, which restarts as a crash.
+    `unguessed`: the class of the reading the guess replaced; None: no cause, a failed attempt the
+    monitor judges a crash (`unexplained_action`).
     """
     action = action_for(error_type, policy)
-    if action in (ClassAction.RESTART, ClassAction.RESTART_ELSEWHERE):
+    if action in _RESTARTS:
         return action
-    plain = ClassAction.RESTART if unguessed is None else action_for(unguessed, policy)
-    return plain if plain in (ClassAction.RESTART, ClassAction.RESTART_ELSEWHERE) else action
+    plain = unexplained_action(policy) if unguessed is None else action_for(unguessed, policy)
+    return plain if plain in _RESTARTS else action
+
+
+def decision_accuracy(score: Score, policy: RestartPolicy) -> float:
+    """The share of `score`'s excerpts whose reading leads to the action their label leads to under
+    `policy`, each reading taken as the judge takes it: a class as `action_for`, a guess as
+    `guessed_action_for`, a failure's excerpt with no cause as the crash it is judged (`unexplained_action`)."""
+    return score.decision_accuracy(
+        lambda c: action_for(c, policy),
+        lambda c, u: guessed_action_for(c, policy, u),
+        lambda: unexplained_action(policy),
+    )

@@ -29,7 +29,7 @@ from oellm_autoexp.core.classify.score import (
     format_score,
     score_excerpts,
 )
-from oellm_autoexp.core.decide.class_action import action_for, guessed_action_for
+from oellm_autoexp.core.decide.class_action import decision_accuracy
 from oellm_autoexp.core.decide.policy import load_policy
 from tests.paths import REPO, TESTS
 
@@ -56,9 +56,7 @@ HELD_OUT = _corpus(HOLDOUT)
 
 
 def _decisions(score: Score) -> float:
-    return score.decision_accuracy(
-        lambda c: action_for(c, POLICY), lambda c, u: guessed_action_for(c, POLICY, u)
-    )
+    return decision_accuracy(score, POLICY)
 
 
 @pytest.fixture(scope="module")
