@@ -139,17 +139,44 @@ class EntryDefaults(BaseModel):
     subsystem: str | None = None
     decide: Decider | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_null(cls, data: Any) -> Any:
+        """A default is a value entries inherit: `key: null` would hand them nothing (leave the key out)."""
+        if isinstance(data, dict):
+            empty = sorted(str(k) for k, v in data.items() if v is None)
+            if empty:
+                raise ValueError(
+                    f"{', '.join(empty)}: a default needs a value (leave the key out instead of null)"
+                )
+        return data
+
+
+# An info or teardown entry is never a cause: it does not take the catalog's class (root_cause.py would
+# count it as evidence for that class).
+_NOT_A_CAUSE_INHERITS = ("error_type",)
+
 
 def _with_defaults(entries: object, defaults: object) -> object:
     """The raw `entries`, each with the `defaults` it does not set itself (an entry's own key wins,
-    `null` included). Unchanged when either is not what it should be: validation names the fault."""
+    `null` included; an info or teardown entry takes no class). Unchanged when either is not what it
+    should be: validation names the fault."""
     if not isinstance(defaults, dict) or not isinstance(entries, list):
         return entries
     try:
         EntryDefaults.model_validate(defaults)
     except ValidationError:
         return entries  # the `defaults` field's own validation reports it, naming the key
-    return [{**defaults, **entry} if isinstance(entry, dict) else entry for entry in entries]
+    return [_inherit(entry, defaults) if isinstance(entry, dict) else entry for entry in entries]
+
+
+def _inherit(entry: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    merged = {**defaults, **entry}
+    if merged.get("role") == "info" or merged.get("teardown"):
+        for key in _NOT_A_CAUSE_INHERITS:
+            if key not in entry:
+                merged.pop(key, None)
+    return merged
 
 
 class Catalog(BaseModel):

@@ -13,9 +13,9 @@ its tail is read again with the lines a terminal or a log handler wrapped in two
   <words no rule knows>`, core/classify/exception_types.py): its own line's words are weighed, and a
   guess of another class refines it (`groups["refines"]`). The message is the emitter's account of
   the failure; the rules know the messages they were written from, the words generalize past them.
-  Checked on data no rule or model was fitted to (docs/classification.md, "When it is asked":
-  a catch-all exception): of 46 emitter messages the rules of session 12 read as a catch-all, 25 refined
-  right, 5 wrong (4 of them to a class that stops as `exception` does), 16 kept.
+  Never to a class only the scheduler reports (node_failure, preempted, ...). Checked on data no rule
+  or model was fitted to (docs/classification.md, "When it is asked": a catch-all exception): of 46
+  emitter messages the rules of session 12 read as a catch-all, 24 refined right, 2 wrong, 20 kept.
 A guess names the class; the judge never lets it make a decision more drastic than the reading
 it replaced (core/decide/judge.py).
 
@@ -39,6 +39,10 @@ REFINES = "refines"  # a refining guess's group: the catch-all class it replaced
 # The deciders that read a raised exception's own `Name: message` line (core/classify/blocks.py DECIDERS).
 # Where they say `exception`, neither the class nor the message matched a rule (exception_types.py).
 _RAISED_DECIDERS = frozenset({"exception_message", "error_file_message"})
+# How the scheduler ended the job: a program's exception that reads like one (ray's NodeDiedError) reports
+# what it saw, and the policy waits for the scheduler to end a running job of these classes
+# (core/decide/policy.py ENDED_BY_SCHEDULER), which a raised exception's job never gets: never refined to them.
+_SCHEDULER_CLASSES = frozenset({"time_limit", "preempted", "requeue", "cancelled", "node_failure"})
 
 
 def open_to_guess(cause: Signal | None) -> bool:
@@ -101,7 +105,7 @@ def _refined(cause: Signal, patterns: PatternSet) -> Signal | None:
     if words is None:
         return None
     guess = guess_cause([cause.line], words)
-    if guess is None or guess.error_type == GENERIC:
+    if guess is None or guess.error_type == GENERIC or guess.error_type in _SCHEDULER_CLASSES:
         return None
     return Signal(
         pattern=GUESS_PATTERN, error_type=guess.error_type, subsystem=GUESS_SUBSYSTEM, role="root",

@@ -47,8 +47,9 @@ def unexplained_action(policy: RestartPolicy) -> ClassAction:
     return _failed_with(None, policy)
 
 
-def _failed_with(error_type: str | None, policy: RestartPolicy) -> ClassAction:
-    blamed = (_NODE,) if error_type in NODE_CLASSES else ()
+def _failed_with(error_type: str | None, policy: RestartPolicy, *, named_node: bool = True) -> ClassAction:
+    """`named_node`: the cause's line names its node, as a node class's evidence does (not a guess's)."""
+    blamed = (_NODE,) if named_node and error_type in NODE_CLASSES else ()
     outcome = Outcome(state=JobState.FAILED, error_type=error_type, node=blamed[0] if blamed else None)
     decision = decide(policy, outcome, RestartHistory(), now=0.0, blamed=blamed)
     if decision.action is DecisionAction.RESTART:
@@ -68,7 +69,7 @@ def guessed_action_for(
     `unguessed`: the class of the reading the guess replaced; None: no cause, a failed attempt the
     monitor judges a crash (`unexplained_action`).
     """
-    action = action_for(error_type, policy)
+    action = _failed_with(error_type, policy, named_node=False)  # a guess's line names no node
     if action in _RESTARTS:
         return action
     plain = unexplained_action(policy) if unguessed is None else action_for(unguessed, policy)

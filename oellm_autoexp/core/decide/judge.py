@@ -190,8 +190,9 @@ def judge(
 
     A cause guessed from the log's words (core/classify/guess.py) names the class and the reason
     says so, but a guess never makes the decision more drastic than the reading it replaced: where
-    that reading restarts and the guess would not, the job is restarted as without the guess (the
-    restart budget bounds a wrong guess; a wrong stop waits for a human).
+    that reading restarts (or waits for a running job's end) and the guess would not, the job is
+    judged as without the guess (the restart budget bounds a wrong guess; a wrong stop waits for a
+    human). Where both stop, the reading's own reason stands and the guess is a note.
     """
     judged = _judge(policy, verdict, history, signals, user_cancelled=user_cancelled,
                     early_exit_is_end=early_exit_is_end, allocation=allocation, unhealthy=unhealthy)  # fmt: skip
@@ -203,9 +204,14 @@ def judge(
         plain = _judge(policy, replace(verdict, cause=verdict.unguessed, unguessed=None), history, signals,
                        user_cancelled=user_cancelled, early_exit_is_end=early_exit_is_end,
                        allocation=allocation, unhealthy=unhealthy)  # fmt: skip
-        if plain.decision.action is DecisionAction.RESTART:
+        if plain.decision.action in (DecisionAction.RESTART, DecisionAction.NONE):
+            # restarting, or waiting for the job's end: the guess may not stop it instead
             reason = f"{plain.decision.reason}; {note}; a guess never stops a run"
             return replace(plain, decision=replace(plain.decision, reason=reason))
+        if plain.decision.action is judged.decision.action:
+            # both stop: the reading's own reason stands (a catch-all exception stops as the class its
+            # words read as would); the guess is a note, not the reason
+            return replace(plain, decision=replace(plain.decision, reason=f"{plain.decision.reason}; {note}"))
     return replace(judged, decision=replace(judged.decision, reason=f"{judged.decision.reason}; {note}"))
 
 

@@ -374,7 +374,9 @@ class AttemptView:
         if cause is None:
             return None  # the launcher was told to stop from outside: Slurm's end state will say why
         notes = (
-            [] if cause is self.first_fatal.signal else [f"first fatal line: {self.first_fatal.signal.line}"]
+            []  # a guess on the first fatal line's own words is that line
+            if cause.line_no == self.first_fatal.signal.line_no
+            else [f"first fatal line: {self.first_fatal.signal.line}"]
         )
         if self._hold is Hold.UNCAUGHT:
             notes.append(

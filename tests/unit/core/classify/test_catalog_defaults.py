@@ -38,8 +38,27 @@ def test_a_shipped_catalog_loads_as_its_entries_written_out_in_full(name: str) -
     """Each entry is the one its own keys over the catalog's defaults make, in the file's order."""
     raw = raw_catalog(name)
     defaults = raw.get("defaults") or {}
-    written_out = [CatalogEntry.model_validate({**defaults, **entry}) for entry in raw["entries"]]
-    assert list(load_catalog(name, DIRS).entries) == written_out
+
+    def written_out(entry: dict[str, Any]) -> dict[str, Any]:
+        merged = {**defaults, **entry}
+        if (merged.get("role") == "info" or merged.get("teardown")) and "error_type" not in entry:
+            merged.pop("error_type", None)  # a line that is never a cause takes no class
+        return merged
+
+    expected = [CatalogEntry.model_validate(written_out(entry)) for entry in raw["entries"]]
+    assert list(load_catalog(name, DIRS).entries) == expected
+
+
+def test_the_catalogs_that_state_a_class_once_resolve_to_it() -> None:
+    """What the six catalogs with a default class load as, counted: every cause line of environment,
+    allocators and trainer_config is config_error or oom as its catalog says; checkpoint_files' two info
+    lines (loader notices) have no class."""
+    classes = {n: [e.error_type for e in load_catalog(n, DIRS).entries] for n in ("environment", "allocators",
+               "trainer_config", "checkpoint_files")}  # fmt: skip
+    assert set(classes["environment"]) == {"config_error"} and len(classes["environment"]) >= 22
+    assert set(classes["allocators"]) == {"oom"}
+    assert set(classes["trainer_config"]) == {"config_error"}
+    assert classes["checkpoint_files"].count(None) == 2
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -132,3 +151,27 @@ def test_an_unknown_entry_key_is_still_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(UserError, match=r"bad\.yaml: entries\[0\] key 'clas': Extra inputs"):
         load_catalog("bad", [tmp_path])
+
+
+def test_an_info_or_teardown_entry_takes_no_default_class() -> None:
+    """A catalog's default class reaches its causes only: a notice or a teardown line keeps none (it would
+    count as evidence for that class), unless it names one itself."""
+    info = {**ROOT, "role": "info"}
+    teardown = {**ROOT, "role": "cascade", "teardown": True}
+    cause, notice, down = catalog({"error_type": "oom"}, ROOT, info, teardown).entries
+    assert (cause.error_type, notice.error_type, down.error_type) == ("oom", None, None)
+
+
+def test_a_null_default_is_refused_naming_the_key(tmp_path: Path) -> None:
+    """`role: null` in defaults hands the entries nothing: one message names the file, `defaults` and the key."""
+    folder = tmp_path / CATALOG_DIR
+    folder.mkdir()
+    (folder / "bad.yaml").write_text(
+        "name: bad\nsource: s\nversion: v\ndefaults: {error_type: oom, role: null}\n"
+        "entries:\n  - format: 'Something failed badly: %s'\n    example: 'Something failed badly: x'\n"
+    )
+    with pytest.raises(UserError) as raised:
+        load_catalog("bad", [tmp_path])
+    assert str(raised.value).endswith(
+        "bad.yaml: defaults: role: a default needs a value (leave the key out instead of null)"
+    )

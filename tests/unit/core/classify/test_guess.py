@@ -19,6 +19,7 @@ from oellm_autoexp.core.classify.root_cause import log_cause
 from oellm_autoexp.core.classify.score import HEALTHY, Excerpt, read_excerpt, score_excerpts
 from oellm_autoexp.core.classify.signals import PatternSet, Signal, merge_pattern_sets
 from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN, MIN_PROBABILITY, guess_cause, train
+from oellm_autoexp.core.classify.vocabulary import words as line_words
 
 PATTERNS = load_patterns(["megatron_production"])  # names the shipped model (base.yaml `vocabulary:`)
 
@@ -192,3 +193,17 @@ def test_the_score_records_what_a_guess_replaced() -> None:
     assert (refined.got, refined.guessed, refined.unguessed) == ("cuda_error", True, "exception")
     unexplained = read_excerpt(Excerpt(QP_FAILED, "nccl", "t#1"), PATTERNS)
     assert (unexplained.got, unexplained.guessed, unexplained.unguessed) == ("nccl", True, None)
+
+
+def test_a_catch_all_is_never_refined_to_a_class_only_the_scheduler_reports() -> None:
+    """ray's NodeDiedError reads as node_failure by its words; a raised exception is not the scheduler's end
+    of the job (the policy would wait for one that never comes): the catch-all stays."""
+    line = (
+        "[rank0]: RuntimeError: The node with node id: abc123 has been marked dead because the detector has"
+        " missed too many heartbeats from it."
+    )
+    words = PATTERNS.words
+    assert words is not None
+    assert words.posterior(line_words(line))[0][0] == "node_failure"
+    read, cause = _judged_cause([line])
+    assert read is not None and read.error_type == "exception" and cause is read

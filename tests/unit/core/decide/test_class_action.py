@@ -44,7 +44,7 @@ def test_the_default_policy_acts_on_each_class(error_type: str | None, expected:
     ("guess", "unguessed", "expected"),
     [
         ("nccl", None, ClassAction.RESTART),  # the guess restarts: as guessed
-        ("gpu_hardware", "exception", ClassAction.RESTART_ELSEWHERE),
+        ("gpu_hardware", "exception", ClassAction.RESTART),  # a guess names no node to exclude
         ("config_error", None, ClassAction.RESTART),  # no cause: a crash restarts, a guess never stops it
         ("config_error", "killed", ClassAction.RESTART),  # a silent death restarts
         ("config_error", "exception", ClassAction.STOP),  # the catch-all it refines stops too

@@ -78,10 +78,10 @@ def test_guess_note_cuts_a_long_line() -> None:
 
 
 # Catch-all exception lines (python_exception: no rule knows the class or the message); the shipped model's
-# words read the first as cuda_error and the second as config_error (tests/unit/core/classify/test_guess.py).
+# words read the first as cuda_error and the second as config_error (both at p=1.00 when written).
 ILLEGAL_INSTRUCTION = "[rank0]: RuntimeError: the device kernel returned an illegal instruction on the GPU"
-LAUNCH_FAILED = (
-    "[rank0]: RuntimeError: GPU kernel launch failed on stream while running the fused optimizer step"
+OPTION_INVALID = (
+    "[rank0]: AssertionError: the requested optimizer option is invalid for this model configuration"
 )
 
 
@@ -95,11 +95,36 @@ def test_a_refined_catch_all_that_restarts_is_restarted() -> None:
             "matched no rule; p=") in j.decision.reason  # fmt: skip
 
 
-def test_a_refined_catch_all_that_stops_still_stops() -> None:
-    """Refined to config_error, the attempt stops, as the catch-all `exception` it replaced stops: the
-    guess made nothing more drastic, and the reason names it."""
-    j = _judged([LAUNCH_FAILED])
+def test_a_refined_catch_all_that_stops_still_stops_for_its_own_reason() -> None:
+    """Refined to config_error, the attempt stops, as the catch-all `exception` it replaced stops. The
+    reading's own reason stands (a Python exception) and the guess is a note after it: a code bug whose
+    words read as configuration is not told "fix the configuration"."""
+    j = _judged([OPTION_INVALID])
     assert j.decision.action is DecisionAction.STOP
-    assert j.evidence.error_type == "config_error"
+    assert j.evidence.error_type == "exception"
+    assert j.decision.reason.startswith("Permanent failure detected (excluded error_type: exception); ")
     assert "config_error guessed from the words of line 2 (a catch-all exception" in j.decision.reason
     assert "a guess never stops a run" not in j.decision.reason
+
+
+# A policy that lets a running job with a Python exception end by itself (act_on_fatal_line off) and
+# restarts it then; configuration errors stop.
+WAITS = load_policy({"rules": [
+    {"name": "py", "match": {"error_types": ["exception"]}, "action": "restart", "max_retries": 1,
+     "act_on_fatal_line": False},
+    {"name": "transient", "match": {"kinds": ["crash", "cancelled", "node_fail", "hang", "oom"]},
+     "action": "restart", "exclude_error_types": ["config_error", "oom"]},
+]})  # fmt: skip
+
+
+def test_a_guess_never_stops_a_job_the_reading_lets_run() -> None:
+    """The fatal-line verdict of a running job: its catch-all exception would wait for the end under WAITS;
+    refined to config_error it would stop the job now. The reading's wait stands, the reason naming the guess."""
+    view = AttemptView(PATTERNS)
+    view.mark_running(0.0)
+    view.read(["starting the run", OPTION_INVALID], 1.0)
+    verdict = view.fatal_verdict(100.0)
+    assert verdict is not None and verdict.cause is not None and verdict.cause.error_type == "config_error"
+    j = judge(WAITS, verdict, RestartHistory(), view.classifier.signals)
+    assert j.decision.action is DecisionAction.NONE, j.decision
+    assert j.decision.reason.endswith("; a guess never stops a run")
