@@ -128,3 +128,15 @@ def test_a_guess_never_stops_a_job_the_reading_lets_run() -> None:
     j = judge(WAITS, verdict, RestartHistory(), view.classifier.signals)
     assert j.decision.action is DecisionAction.NONE, j.decision
     assert j.decision.reason.endswith("; a guess never stops a run")
+
+
+def test_the_fatal_verdict_of_a_refined_line_does_not_repeat_it() -> None:
+    """The refined guess stands on the first fatal line itself: the verdict's note says the line was an
+    uncaught exception no progress followed, and does not name it a second time as "first fatal line"."""
+    view = AttemptView(PATTERNS)
+    view.mark_running(0.0)
+    view.read(["starting the run", ILLEGAL_INSTRUCTION], 1.0)
+    verdict = view.fatal_verdict(100.0)
+    assert verdict is not None and verdict.cause is not None and verdict.cause.error_type == "cuda_error"
+    assert verdict.observed is not None and "first fatal line" not in verdict.observed
+    assert verdict.observed.startswith("uncaught exception (line 2)")
