@@ -30,7 +30,7 @@ from oellm_autoexp.core.classify.classifier import Classifier
 from oellm_autoexp.core.classify.exception_types import GENERIC
 from oellm_autoexp.core.classify.prefixes import strip_prefix
 from oellm_autoexp.core.classify.root_cause import SILENT_DEATH_PATTERN
-from oellm_autoexp.core.classify.signals import PatternSet, Signal
+from oellm_autoexp.core.classify.signals import ENDED_BY_SCHEDULER, PatternSet, Signal
 from oellm_autoexp.core.classify.vocabulary import GUESS_PATTERN, guess_cause
 from oellm_autoexp.core.classify.wrapped import unwrapped_cause
 
@@ -39,10 +39,6 @@ REFINES = "refines"  # a refining guess's group: the catch-all class it replaced
 # The deciders that read a raised exception's own `Name: message` line (core/classify/blocks.py DECIDERS).
 # Where they say `exception`, neither the class nor the message matched a rule (exception_types.py).
 _RAISED_DECIDERS = frozenset({"exception_message", "error_file_message"})
-# How the scheduler ended the job: a program's exception that reads like one (ray's NodeDiedError) reports
-# what it saw, and the policy waits for the scheduler to end a running job of these classes
-# (core/decide/policy.py ENDED_BY_SCHEDULER), which a raised exception's job never gets: never refined to them.
-_SCHEDULER_CLASSES = frozenset({"time_limit", "preempted", "requeue", "cancelled", "node_failure"})
 
 
 def open_to_guess(cause: Signal | None) -> bool:
@@ -105,7 +101,7 @@ def _refined(cause: Signal, patterns: PatternSet) -> Signal | None:
     if words is None:
         return None
     guess = guess_cause([cause.line], words)
-    if guess is None or guess.error_type == GENERIC or guess.error_type in _SCHEDULER_CLASSES:
+    if guess is None or guess.error_type == GENERIC or guess.error_type in ENDED_BY_SCHEDULER:
         return None
     return Signal(
         pattern=GUESS_PATTERN, error_type=guess.error_type, subsystem=GUESS_SUBSYSTEM, role="root",

@@ -53,6 +53,10 @@ Role = Literal["root", "cascade", "progress", "info"]
 # How a match singles out the node to blame (module docstring); None: it names no node.
 NodeBlame = Literal["host", "rank", "host_or_rank", "nccl_host"]
 NODE_GROUPS = ("node", "host", "hostname", "node_again")  # named regex groups that carry a node name
+# The error types of a job the scheduler ends by itself (its time limit, a preemption, a requeue, a cancel,
+# a node it lost). The policy waits for that end rather than race it (core/decide/policy.py), and a guess
+# never names one: a raised exception's job never gets such an end (core/classify/guess.py).
+ENDED_BY_SCHEDULER = frozenset({"time_limit", "preempted", "requeue", "cancelled", "node_failure"})
 # Validation context key: the regex is valid by construction, so it is not compiled to check it.
 REGEX_CHECKED = "regex_checked"
 # A line that starts the launcher's teardown of the whole job (see SignalPattern.teardown_start).

@@ -52,6 +52,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from oellm_autoexp.core.checkpoint.disk import DiskSpace
+from oellm_autoexp.core.classify.signals import ENDED_BY_SCHEDULER
 from oellm_autoexp.core.decide.node_blame import DEFAULT_MAX_SHARE
 from oellm_autoexp.core.decide.spend import Spend, SpendLimits, budget_reason
 from oellm_autoexp.core.jobs.job_state import JobState
@@ -313,11 +314,6 @@ def _fixed_decision(outcome: Outcome) -> Decision | None:
     return None
 
 
-# Error types whose end the scheduler brings by itself: acting first would only race it
-# (and cancelling a preempted job that Slurm requeues would lose it).
-ENDED_BY_SCHEDULER = frozenset({"time_limit", "preempted", "requeue", "cancelled", "node_failure"})
-
-
 def _acts_early(rule: RestartRule | None, outcome: Outcome) -> bool:
     # A hung job never ends by itself. A settled fatal line means the attempt is over even
     # while Slurm says RUNNING (peers blocked in NCCL): acting now saves the whole allocation
@@ -328,7 +324,7 @@ def _acts_early(rule: RestartRule | None, outcome: Outcome) -> bool:
     if rule is not None and error_type in rule.early_cancel_on:
         return True
     if error_type in ENDED_BY_SCHEDULER:
-        return False
+        return False  # acting first would race the scheduler (and lose a preempted job Slurm requeues)
     if rule is None:
         return True  # no rule takes it: stopping now is what the end would bring
     return error_type not in rule.wait_for_end_on and rule.act_on_fatal_line
