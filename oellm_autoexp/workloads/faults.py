@@ -23,6 +23,10 @@ at the start of iteration `--fault-at-step` (before the forward pass):
          (here: its streaming data source went away) logs why at ERROR level through Python's
          logging and exits 1, no traceback. No library prints this line and no pattern knows
          it; a FAILED attempt whose log only says this is read by its words (core/classify/guess.py).
+- file_gone: a file the run reads went away under it (a scratch purge, a file system remounted
+         elsewhere): the rank opens a dataset index that is not there -> FileNotFoundError, traceback
+         and exit 1. Its class is a configuration error's; the same configuration trained until then
+         (docs/restart_policy.md, config_error_after_training).
 
 Before acting, the faulty rank prints one `[fault-injection]` line naming the fault, so a
 human reading the log knows it was injected; classifiers must not rely on that line.
@@ -42,6 +46,7 @@ import re
 import resource
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -72,6 +77,7 @@ class Fault(enum.StrEnum):
     SEGV = "segv"  # SIGSEGV from a NULL dereference
     NAN = "nan"  # NaN loss from a poisoned weight
     GUARD = "guard"  # the user's own check gives up: an ERROR log line in its words, exit 1
+    FILE_GONE = "file_gone"  # a file the run reads is gone: FileNotFoundError, exit 1
 
 
 def is_due(fault: Fault, fault_at_step: int, fault_rank: int, iteration: int, rank: int) -> bool:
@@ -93,6 +99,7 @@ def inject(fault: Fault, iteration: int, rank: int, device: torch.device, model:
         Fault.SEGV: _segv,
         Fault.NAN: lambda: _poison(model),
         Fault.GUARD: lambda: _guard(iteration),
+        Fault.FILE_GONE: lambda: _file_gone(iteration),
     }
     actions[fault]()
 
@@ -212,6 +219,14 @@ def _guard(iteration: int) -> None:
               "(connection reset by peer); stopping the run")  # fmt: skip
     handler.flush()
     sys.exit(1)
+
+
+def _file_gone(iteration: int) -> None:
+    # A real open() of a path that does not exist, not a raise of our own: the traceback and the
+    # exception line are Python's, as when a purged scratch file system takes a dataset index away.
+    missing = Path(tempfile.gettempdir()) / "autoexp-fault-gone" / f"shard_{iteration:05d}.idx"
+    with missing.open("rb"):
+        pass
 
 
 def _sleep_for_good() -> None:

@@ -12,7 +12,8 @@ every reason it can return. The order of questions, each answered by a reason:
    failure: Slurm's own end state follows and says more) -> none.
 3. The first rule whose `match` fits; none fits -> stop.
 4. An excluded error type -> stop ("Permanent failure detected ..."); a configuration
-   error (outcome.PERMANENT_ERROR_TYPES) always is one, listed or not.
+   error (outcome.PERMANENT_ERROR_TYPES) always is one, listed or not, unless the configuration
+   already trained (`config_error_after_training`: the environment changed; steps 6-7 decide).
 5. A stop/notify rule -> that action.
 6. Budgets: first the job's cumulative GPU-/wall-hours (`max_gpu_hours`,
    `max_wall_hours`, from `history.spent`), then, most specific first: per-error-type,
@@ -45,7 +46,7 @@ attempt start lower; only new ground counts).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -150,6 +151,11 @@ class RestartRule(_Model):
     # Config override sets (`key.path=value` each) for the next attempts, tried in order;
     # each one restarts once, even an excluded error type (module docstring: adaptive restarts).
     overrides: tuple[tuple[str, ...], ...] = ()
+    # Restarts a configuration error gets when the configuration it names already trained (an attempt
+    # since the last override set logged an iteration): the same arguments worked, so what changed is
+    # the environment (a hub or mount that stopped answering, a module the site updated), which a
+    # later attempt may not meet. Counted among the rule's restarts since its last refill; 0: never.
+    config_error_after_training: int = Field(default=1, ge=0)
 
     @model_validator(mode="before")
     @classmethod
@@ -352,6 +358,16 @@ def _apply_rule(
     adapted = _restart_with_next_set(rule, outcome, history, now, blamed)
     if adapted is not None:
         return adapted
+    trained = _trained_iteration(history)
+    if excluded in PERMANENT_ERROR_TYPES and _config_error_restart_left(rule, history, trained):
+        restart = _restart_within_budgets(rule, outcome, history, now, limits, blamed)
+        if restart.action is DecisionAction.RESTART:
+            note = (
+                f"; this configuration trained before (iteration {trained}), so the environment changed:"
+                f" one restart for it (config_error_after_training: {rule.config_error_after_training})"
+            )
+            return replace(restart, reason=restart.reason + note)
+        return restart
     if excluded is not None:
         reason = f"Permanent failure detected (excluded error_type: {excluded})"
         if rule.overrides:
@@ -367,6 +383,25 @@ def _apply_rule(
         action = DecisionAction(rule.action.value)
         return Decision(action, rule.reason or default, rule=rule.name, cancel_first=outcome.still_running)
     return _restart_within_budgets(rule, outcome, history, now, limits, blamed)
+
+
+def _trained_iteration(history: RestartHistory) -> int | None:
+    """The highest iteration an attempt reached with the configuration the ended attempt ran: every
+    attempt since the last override set changed it, this one included. None: it never trained."""
+    marks = (*(r.iteration for r in history.restarts), history.iteration)
+    # Restart j was granted when attempt j+1 ended; its override set ran from attempt j+2 (marks[j+1]).
+    changed = [j + 1 for j, r in enumerate(history.restarts) if r.override_set is not None]
+    same_config = marks[changed[-1] :] if changed else marks
+    return max((i for i in same_config if i is not None), default=None)
+
+
+def _config_error_restart_left(rule: RestartRule, history: RestartHistory, trained: int | None) -> bool:
+    """Is a configuration error's restart left to `rule`? Only on a configuration that trained, and
+    within `config_error_after_training` of the rule's restarts since its last refill."""
+    if trained is None or rule.action is not RuleAction.RESTART:
+        return False
+    used = sum(1 for r in charged_restarts(rule, history) if r.error_type in PERMANENT_ERROR_TYPES)
+    return used < rule.config_error_after_training
 
 
 def override_sets_used(rule: RestartRule, history: RestartHistory) -> int:

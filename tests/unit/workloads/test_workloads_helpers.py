@@ -230,3 +230,21 @@ def test_the_guard_fault_exits_1_with_a_line_no_pattern_knows_and_its_words_read
     assert classifier.signals == []
     guess = guessed_cause(classifier, patterns)
     assert guess is not None and (guess.error_type, guess.line_no) == ("nccl", 1)
+
+
+def test_the_file_gone_fault_raises_pythons_own_file_not_found_error_read_as_a_configuration_error() -> None:
+    """`file_gone` opens a dataset index that is not there: Python's FileNotFoundError, which the
+    shipped patterns read as a configuration error (docs/restart_policy.md: config_error_after_training)."""
+    import torch
+
+    from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+    from oellm_autoexp.core.classify.classifier import Classifier
+    from oellm_autoexp.workloads import faults
+
+    with pytest.raises(FileNotFoundError) as raised:
+        faults.inject(faults.Fault.FILE_GONE, 120, 1, torch.device("cpu"), torch.nn.Linear(1, 1))
+    line = f"FileNotFoundError: {raised.value}"
+    assert "No such file or directory" in line and "shard_00120.idx" in line
+    classifier = Classifier(load_patterns())
+    classifier.feed([line])
+    assert [s.error_type for s in classifier.signals] == ["config_error"]

@@ -70,11 +70,15 @@ def test_the_same_failure_from_the_previous_checkpoint_stops_naming_both() -> No
 
 
 def test_an_exception_after_new_iterations_is_no_load_failure() -> None:
-    """The resume loaded and trained on (iteration 21): an exception then is the run's own, stop."""
+    """The resume loaded and trained on (iteration 21): an exception then is the run's own, no checkpoint
+    is quarantined. Its class is a configuration's, and this configuration trained: the one restart a
+    configuration error gets after training (policy.config_error_after_training), not a rollback."""
     lines = [LOADING, "  successfully loaded checkpoint from out/checkpoints at iteration 20", iteration(21),
              *BROKEN_LOAD[1:]]  # fmt: skip
     j = judged(lines)
-    assert j.decision.action is DecisionAction.STOP and j.evidence.failed_load_iteration is None
+    assert j.evidence.failed_load_iteration is None
+    assert j.decision.action is DecisionAction.RESTART
+    assert "trained before (iteration 21)" in j.decision.reason and "quarantin" not in j.decision.reason
 
 
 def test_an_exception_outside_the_loader_is_no_load_failure() -> None:
