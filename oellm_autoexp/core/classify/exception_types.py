@@ -31,7 +31,7 @@ import errno
 import re
 import signal
 
-from oellm_autoexp.core.classify.exit_reports import is_checkpoint_missing, signal_class
+from oellm_autoexp.core.classify.exit_reports import SHELL_SIGNAL_BASE, is_checkpoint_missing, signal_class
 
 GENERIC = "exception"  # a raised exception whose class and message say nothing more
 
@@ -165,6 +165,9 @@ _ERRNO_NUMBER: dict[int, str] = {
 _ERRNO = re.compile(r"\[Errno (?P<num>\d+)\]")
 # subprocess.CalledProcessError (`died with <Signals.SIGKILL: 9>`), multiprocessing's `exitcode -9`
 _SIGNAL_ENUM = re.compile(r"<Signals\.SIG\w+: (?P<num>\d+)>")
+# CalledProcessError's other form (Lib/subprocess.py: `Command '...' returned non-zero exit status %d.`): a
+# child that is a shell reports its own child's death by signal N as 128+N (137: SIGKILL), as a shell does
+_CHILD_STATUS = re.compile(r"returned non-zero exit status (?P<code>\d+)")
 # Non-finite numbers in a raised exception's message: `nan`/`inf` as words (torch prints tensors with
 # them, anomaly mode says `returned nan values`), `non-finite`, `infinity`. Only ever read in a raised
 # exception's message: the same words in a progress or warning line are not a failure.
@@ -253,9 +256,9 @@ def message_class(message: str) -> str | None:
     """What a raised exception's message says by itself, or None.
 
     In this order: a missing checkpoint (configuration), an errno, a signal that ended a child
-    process, memory words, a parser's position in a file it could not read (configuration),
-    non-finite numbers, a configuration rule the message states or an installation or node that cannot
-    run the job.
+    process (or a shell child's 128+N status), memory words, a parser's position in a file it could
+    not read (configuration), non-finite numbers, a configuration rule the message states or an
+    installation or node that cannot run the job.
     """
     if is_checkpoint_missing(message):
         return "config_error"
@@ -265,6 +268,9 @@ def message_class(message: str) -> str | None:
     m = _SIGNAL_ENUM.search(message)
     if m is not None and int(m.group("num")) in _KNOWN_SIGNALS:
         return signal_class(int(m.group("num")))
+    m = _CHILD_STATUS.search(message)
+    if m is not None and (found := signal_class(int(m.group("code")) - SHELL_SIGNAL_BASE)) is not None:
+        return found
     if _MEMORY.search(message) is not None:
         return "oom"
     if _PARSE_POSITION.search(message) is not None:

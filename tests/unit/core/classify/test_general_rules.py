@@ -261,6 +261,39 @@ CASES = [
         "config_error",
     ),
     ("/var/spool/slurmd/job42/slurm_script: line 17: ./train.sh: Permission denied", "config_error"),
+    # session 14: Slurm's memory-limit notice, not its accounting note; an oom-kill count of zero is nothing
+    ("slurmstepd: error: Exceeded job memory limit", "oom"),
+    ("srun: Exceeded job memory limit", "oom"),
+    ("slurmstepd: error: Exceeded job memory limit at some point.", None),
+    ("slurmstepd: debug:  oom-kill event count: 0", None),
+    ("oom_kill 0", None),
+    ("slurmstepd: debug:  oom-kill event count: 2", "oom"),
+    # submitit at the walltime: its log line before the warning, and the error when it cannot requeue
+    (
+        "submitit INFO (2024-04-20 09:09:37,123) - Job has timed out. Ran 232 minutes out of requested 240 minutes.",
+        "time_limit",
+    ),
+    (
+        "submitit INFO (2024-04-20 09:09:37,123) - Job has not timed out. Ran 10 minutes out of requested 240 minutes.",
+        None,
+    ),
+    (
+        "submitit.core.utils.UncompletedJobError: Job not requeued because: timed-out too many times.",
+        "time_limit",
+    ),
+    # CalledProcessError of a shell child: its 128+N status is the signal N's
+    (
+        "subprocess.CalledProcessError: Command '['bash', 'run.sh']' returned non-zero exit status 137.",
+        "killed",
+    ),
+    (
+        "subprocess.CalledProcessError: Command '['bash', 'run.sh']' returned non-zero exit status 139.",
+        "segfault",
+    ),
+    (
+        "subprocess.CalledProcessError: Command '['bash', 'run.sh']' returned non-zero exit status 1.",
+        "exception",
+    ),
 ]
 
 
