@@ -39,6 +39,11 @@
 #             and torchrun only says `exitcode : 1`; the monitor reads its words (core/classify/guess.py):
 #             nccl-like (a connection reset), restart, resume, complete. Without the guess: `exception`, stop.
 #
+# Session 14's configuration error after training, with SCENARIOS="... filegone":
+#   filegone  rank 1's dataset index is gone at iteration 120 (AUTOEXP_FAULT=file_gone, once): Python's
+#             FileNotFoundError, a configuration error; iterations 1-119 trained with the same arguments,
+#             so one restart (config_error_after_training), resume from 100, complete. Before: stop.
+#
 #   OUT=/tmp/out scripts/device/megatron_autoexp.sh          # on the 2-GPU machine (~6 min)
 #   FAKE=1 OUT=/tmp/out scripts/device/megatron_autoexp.sh   # CPU dry run with stand-in ranks
 set -uo pipefail
@@ -181,6 +186,9 @@ for s in $SCENARIOS; do
     guard)
       AUTOEXP_FAULT=guard@120:1 AUTOEXP_FAULT_ONCE_FILE="$W/guard/fault_fired" scenario guard 29610 &
       watch_fatal guard 'lost the connection to the data server' & ;;
+    filegone)
+      AUTOEXP_FAULT=file_gone@120:1 AUTOEXP_FAULT_ONCE_FILE="$W/filegone/fault_fired" scenario filegone 29611 &
+      watch_fatal filegone 'FileNotFoundError' & ;;
     diskfull) diskfull & watch_fatal diskfull 'No space left|unexpected pos|write failed|Errno 28' & ;;
     *) echo "unknown scenario $s" >&2 ;;
   esac
