@@ -127,10 +127,12 @@ def with_failed_load(
     """The policy's decision, or the load failure's when the attempt died loading its checkpoint.
 
     A restart the policy granted anyway keeps its own reason and budget; the quarantine still
-    happens (the evidence names the checkpoint).
+    happens (the evidence names the checkpoint). Not the restart a configuration error gets after
+    training: that guesses the environment changed, and the failed load says what did.
     """
     if failure is None:
         return decision
-    if decision.action is DecisionAction.RESTART and previous_load_failure(history) is None:
+    granted = decision.action is DecisionAction.RESTART and not decision.environment_changed
+    if granted and previous_load_failure(history) is None:
         return replace(decision, reason=f"{decision.reason}; {failure.describe()} is quarantined")
     return load_decision(failure, history, still_running)

@@ -279,6 +279,9 @@ class Decision:
     cancel_first: bool = False  # the job still runs: scancel it before anything else
     override_set: int | None = None  # the rule's override set the next attempt runs with (1-based)
     overrides: tuple[str, ...] = ()  # that set's `key.path=value` entries
+    # A configuration error restarted because its configuration trained before (`config_error_after_training`):
+    # a failed checkpoint load's own decision takes precedence over it (core/decide/load_failure.py).
+    environment_changed: bool = False
 
 
 def decide(
@@ -366,7 +369,7 @@ def _apply_rule(
                 f"; this configuration trained before (iteration {trained}), so the environment changed:"
                 f" one restart for it (config_error_after_training: {rule.config_error_after_training})"
             )
-            return replace(restart, reason=restart.reason + note)
+            return replace(restart, reason=restart.reason + note, environment_changed=True)
         return restart
     if excluded is not None:
         reason = f"Permanent failure detected (excluded error_type: {excluded})"

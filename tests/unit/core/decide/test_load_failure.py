@@ -69,6 +69,22 @@ def test_the_same_failure_from_the_previous_checkpoint_stops_naming_both() -> No
     assert "not in the checkpoints" in reason
 
 
+def test_a_failed_load_after_an_attempt_that_trained_is_decided_as_a_load_failure() -> None:
+    """Attempt 1 trained to 25 and was killed; attempt 2 dies loading checkpoint 20, which reads as a
+    configuration error (the checkpoint does not fit). The configuration trained, but the failed load
+    says what changed: the rollback's reason, not the restart a configuration error gets after training."""
+    torn = [*BROKEN_LOAD[:-1], "[rank0]: RuntimeError: Error(s) in loading state_dict for TinyLM: size mismatch "
+            "for head.weight: copying a param with shape torch.Size([128, 64]) from checkpoint, the shape in "
+            "current model is torch.Size([128, 32])."]  # fmt: skip
+    killed = judged([iteration(25), "srun: error: n1: task 0: Killed"], exit_code=137)
+    past = PastDecision(killed.decision.action.value, 1.0, killed.evidence._replace(iteration=25))
+    j = judged(torn, history_from([past], attempt_no=2, iteration=None))
+    assert j.outcome.error_type == "config_error"
+    assert j.decision.action is DecisionAction.RESTART
+    assert j.decision.reason.startswith("checkpoint load failed: checkpoint iteration 20"), j.decision.reason
+    assert "environment changed" not in j.decision.reason
+
+
 def test_an_exception_after_new_iterations_is_no_load_failure() -> None:
     """The resume loaded and trained on (iteration 21): an exception then is the run's own, no checkpoint
     is quarantined. Its class is a configuration's, and this configuration trained: the one restart a
