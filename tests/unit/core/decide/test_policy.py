@@ -469,6 +469,10 @@ def test_default_policy_rate_limits_a_progressing_crash_loop() -> None:
         ({"rules": [{"name": "r", "match": {"kinds": ["crashed"]}}]}, "restart.rules.0.match.kinds.0"),
         ({"rules": [{"name": "r"}, {"name": "r"}]}, "rule names must be unique (repeated: r)"),
         ({"rules": [{"name": "r", "error_type_budgets": {"nccl": -1}}]}, "error_type_budgets must be >= 0"),
+        (
+            {"rules": [{"name": "r", "config_error_after_training": "once"}]},
+            "restart.rules.0.config_error_after_training: Input should be a valid integer",
+        ),
     ],
 )
 def test_bad_policy_is_a_user_error_naming_the_key(data: dict[str, Any], message: str) -> None:
