@@ -91,6 +91,9 @@ EXCEPTION_CLASS: dict[str, str] = {
     "EntryNotFoundError": "config_error",
     "LocalEntryNotFoundError": "config_error",
     "HFValidationError": "config_error",
+    # huggingface/datasets src/datasets/load.py: a dataset id the Hub does not have, or not for this token
+    # (404 and 401 both; an unreachable Hub is a ConnectionError instead)
+    "DatasetNotFoundError": "config_error",
     # a trainer's own word for a setting or an environment it cannot run with: Lightning's
     # MisconfigurationException ("used to inform users of misuse with Lightning",
     # lightning/fabric/utilities/exceptions.py), DeepSpeed's DeepSpeedConfigError (runtime/config.py) and
