@@ -91,13 +91,19 @@ EXCEPTION_CLASS: dict[str, str] = {
     "EntryNotFoundError": "config_error",
     "LocalEntryNotFoundError": "config_error",
     "HFValidationError": "config_error",
+    # huggingface/datasets src/datasets/load.py: a dataset id the Hub does not have, or not for this token
+    # (404 and 401 both; an unreachable Hub is a ConnectionError instead)
+    "DatasetNotFoundError": "config_error",
     # a trainer's own word for a setting or an environment it cannot run with: Lightning's
     # MisconfigurationException ("used to inform users of misuse with Lightning",
     # lightning/fabric/utilities/exceptions.py), DeepSpeed's DeepSpeedConfigError (runtime/config.py) and
     # its op builder's MissingCUDAException (no CUDA_HOME, no nvcc) and CUDAMismatchException (the toolkit
-    # is not the one torch was built with; op_builder/builder.py)
+    # is not the one torch was built with; op_builder/builder.py); its elastic config's own
+    # ElasticityConfigError (deepspeed/elasticity/config.py, raised by runtime/config.py for a
+    # model-parallel size or GPUs per node below 1; DeepSpeed edaa72212)
     "MisconfigurationException": "config_error",
     "DeepSpeedConfigError": "config_error",
+    "ElasticityConfigError": "config_error",
     "MissingCUDAException": "config_error",
     "CUDAMismatchException": "config_error",
     # a checkpoint file that cannot be read as one (pickle, torch's zip container, safetensors)
@@ -197,7 +203,9 @@ _MEMORY = re.compile(
 # validate_args at d98e8a64dd, 167 assertions: `--use-torch-fsdp2 requires --ckpt-format torch_dist`, `... is
 # only supported with ...`, `... are mutually exclusive`, `... cannot be used together`, `--batch-size argument is
 # no longer valid, use --micro-batch-size instead`, `world size (12) is not divisible by ...`): an option that
-# requires another, or that must (not) be used. A message that only names an option (`raising error since --throw
+# requires another, or that must (not) be used. Two that exclude each other may also say so `simultaneously`
+# (Megatron's `--fp4-format and --fp8-format cannot be used simultaneously`, DeepSpeed edaa72212
+# runtime/config.py `bfloat16 and fp16 modes cannot be simultaneously enabled`). A message that only names an option (`raising error since --throw
 # was specified`) states no rule and is left to the class.
 _CONFIG_RULE = re.compile(
     r"\b(?:must|should) be\b|\bis not supported\b|\bare not supported\b|\bnot supported (?:with|when|for|on|in|by)\b"
@@ -207,7 +215,8 @@ _CONFIG_RULE = re.compile(
     r"|\bunknown (?:model|argument|option|config|configuration|parameter|dataset)\b"
     r"|\bunrecognized (?:arguments?|option|model|config)\b"
     r"|\b(?:is|are) only supported (?:with|when|for|on|in|by)\b|\bonly supported with\b"
-    r"|\b(?:is|are) mutually exclusive\b|\bcannot be (?:used|combined|enabled|specified) (?:together|at the same time)\b"
+    r"|\b(?:is|are) mutually exclusive\b|\bcannot be (?:used|combined|enabled|specified) (?:together|at the same time|simultaneously)\b"
+    r"|\bcannot be simultaneously (?:used|enabled|set|specified)\b"
     r"|\bcannot both be (?:specified|set|used)\b|\b(?:is|are) (?:not compatible|incompatible) with\b"
     r"|\bis no longer valid\b|\bis not divisible by\b|\bshould not be (?:used|specified|set)\b"
     r"|\bcan only specify one of\b"
