@@ -256,6 +256,13 @@ _ENVIRONMENT_RULE = re.compile(
 )
 
 
+# PCCL's PCCLError names the library's result after the call that returned it (PrimeIntellect-ai/pccl
+# a1c19882d3b5 python/framework/pccl/_pccl.py: `<function> failed with error: <Result name>: <Result name>`).
+# MASTER_CONNECTION_FAILED: pcclConnect or pcclUpdateTopology could not reach or keep the master, PCCL's
+# rendezvous server (pccl.cpp), so the peers never met. Raised and not caught, it ends the run.
+_PCCL_MASTER_UNREACHED = re.compile(r"\bfailed with error: MASTER_CONNECTION_FAILED\b")
+
+
 def exception_class(name: str) -> str | None:
     """The class a raised exception's class name names by itself (dotted or not), or None."""
     return EXCEPTION_CLASS.get(name.rsplit(".", 1)[-1])
@@ -267,7 +274,7 @@ def message_class(message: str) -> str | None:
     In this order: a missing checkpoint (configuration), an errno, a signal that ended a child
     process (or a shell child's 128+N status), memory words, a parser's position in a file it could
     not read (configuration), non-finite numbers, a configuration rule the message states or an
-    installation or node that cannot run the job.
+    installation or node that cannot run the job, PCCL's master out of reach (rendezvous).
     """
     if is_checkpoint_missing(message):
         return "config_error"
@@ -288,6 +295,8 @@ def message_class(message: str) -> str | None:
         return "numerical_instability"
     if _CONFIG_RULE.search(message) is not None or _ENVIRONMENT_RULE.search(message) is not None:
         return "config_error"
+    if _PCCL_MASTER_UNREACHED.search(message) is not None:
+        return "rendezvous"
     return None
 
 

@@ -232,6 +232,15 @@ def test_every_cpp_exception_type_reads_as_listed(type_name: str, expected: str)
             None,
         ),
         (["ValueError: Expected input batch_size (1324) to match target batch_size (0)."], "exception"),
+        # PCCL's PCCLError naming its master connection failure (the rendezvous never happened)
+        (
+            [
+                "pccl._pccl.PCCLError: pcclUpdateTopology failed with error: MASTER_CONNECTION_FAILED: "
+                "MASTER_CONNECTION_FAILED"
+            ],
+            "rendezvous",
+        ),
+        (["pccl._pccl.PCCLError: pcclAllReduce failed with error: INVALID_USAGE: INVALID_USAGE"], "exception"),
         (["RuntimeError: shape '[4, -1]' is invalid for input of size 10"], "exception"),
         (
             ["RuntimeError: raising an error since --throw was specified"],
