@@ -42,7 +42,7 @@ from scripts.corpus_report import CORPUS_DIR, load_corpus  # noqa: E402
 
 CATALOG_DIR = REPO / "config" / "monitoring" / "catalogs"
 MODEL_FILE = REPO / "config" / "monitoring" / "vocabulary.json"
-ALPHA = 0.3  # add-alpha smoothing: chosen with --cv (docs/classification.md)
+ALPHA = 0.03  # add-alpha smoothing: chosen with --cv (docs/classification.md)
 FOLDS = 5
 
 

@@ -143,16 +143,17 @@ def test_a_silent_stall_where_nothing_is_due_is_judged_at_the_learned_limit_not_
     assert late is not None and late.hang is not None and late.hang.limit_s == 90.0
 
 
-def test_a_worker_that_gives_up_in_its_own_words_is_named_by_them_and_restarted() -> None:
+def test_a_worker_that_gives_up_in_its_own_words_is_restarted_as_a_silent_death() -> None:
     """2 x H100, 2026-11-26 (session 10's `guard` scenario): rank 1's own code gave up at iteration 120 with
     one ERROR log line no pattern knows (a lost data-server connection) and exit 1; torchrun began its
-    teardown 4 s later, before it reported the exit code. The teardown triggers the verdict; the worker's
-    last words name the class (nccl, a transient: restart), where alone they read `killed`. Without the
-    word model the same log is a silent death."""
+    teardown 4 s later, before it reported the exit code. The teardown triggers the verdict. Until session
+    14 the worker's last words named the class (nccl guessed, p=0.972); with session 14's catalogs and
+    smoothing they are split (healthy 0.60, nccl 0.37), so no guess is made, and the teardown reads `killed`
+    with and without the word model: a restart either way (session 14's 2-GPU run: the same)."""
     name = "megatron_autoexp/guard_attempt1.log"
     lines = (LOGS / name).read_text(errors="replace").splitlines()
     teardown = next(i for i, line in enumerate(lines) if "closing signal SIGTERM" in line)
-    for patterns, expected in ((PATTERNS, ("nccl", "vocabulary_guess")), (WITHOUT_WORDS, ("killed", None))):
+    for patterns in (PATTERNS, WITHOUT_WORDS):
         view = AttemptView(patterns)
         view.mark_running(0.0)
         view.read(lines[: teardown + 1], 1.0)
@@ -160,8 +161,9 @@ def test_a_worker_that_gives_up_in_its_own_words_is_named_by_them_and_restarted(
         assert verdict is not None and verdict.cause is not None
         judged = judge(POLICY, verdict, history_from([], 1, view.last_iteration), view.classifier.signals)
         assert judged.decision.action is DecisionAction.RESTART
-        assert (judged.outcome.error_type, judged.outcome.signal if expected[1] else None) == expected
-    assert "nccl guessed from the words of line 1009" in judged_reason(PATTERNS, lines[: teardown + 1])
+        assert judged.outcome.error_type == "killed"
+        assert judged.outcome.signal != "vocabulary_guess"
+    assert judged_reason(PATTERNS, lines[: teardown + 1]) == "Transient failure detected (error_type=killed)"
 
 
 def judged_reason(patterns: object, lines: list[str]) -> str:

@@ -203,12 +203,14 @@ def test_a_listed_fault_fires_once_at_each_iteration_in_turn(tmp_path: Path) -> 
     assert not asked.armed() and marker.read_text() == "2"
 
 
-def test_the_guard_fault_exits_1_with_a_line_no_pattern_knows_and_its_words_read_as_a_network_failure(
+def test_the_guard_fault_exits_1_with_a_line_no_pattern_knows_and_no_sure_guess(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The `guard` fault is the user's own code giving up: one ERROR log line in its words, exit 1,
-    no traceback. No shipped pattern matches it; a FAILED attempt's log of it is guessed `nccl`
-    (a connection reset): restarted, where the bare exit status alone would read `exception`."""
+    no traceback. No shipped pattern matches it. Until session 14 the word model guessed it `nccl`
+    (p=0.972); since the store's and the old sockets' `connection reset by peer` joined the catalogs as
+    rendezvous lines, and the smoothing moved to 0.03 by cross-validation, its words are split (healthy
+    0.60, nccl 0.37): no guess, and a FAILED attempt's log of it is the silent death the monitor restarts."""
     import torch
 
     from oellm_autoexp.adapters.logs.pattern_files import load_patterns
@@ -228,8 +230,7 @@ def test_the_guard_fault_exits_1_with_a_line_no_pattern_knows_and_its_words_read
     classifier = Classifier(patterns)
     classifier.feed(lines)
     assert classifier.signals == []
-    guess = guessed_cause(classifier, patterns)
-    assert guess is not None and (guess.error_type, guess.line_no) == ("nccl", 1)
+    assert guessed_cause(classifier, patterns) is None
 
 
 def test_the_file_gone_fault_raises_pythons_own_file_not_found_error_read_as_a_configuration_error() -> None:
