@@ -123,6 +123,10 @@ EXPECTED: dict[str, tuple[str | None, int | None, str | None]] = {
     # ends with torchrun's own `--- Logging error ---` traceback (a KeyError in its SIGTERM handling, printed
     # after the monitor's cancel), which reads as a Python exception: a known wart of reading a log after its end
     "megatron_autoexp/guard_attempt1.log": ("exception", None, None),
+    # 2 x H200, session 14: rank 1's dataset index gone at iteration 120 (AUTOEXP_FAULT=file_gone): Python's
+    # FileNotFoundError, a configuration error (restarted once: the configuration trained until then); the
+    # launcher's SIGTERM tracebacks and the store's socket warnings after the monitor's cancel carry no class
+    "megatron_autoexp/filegone_attempt1.log": ("config_error", 1, None),
 }
 
 FIXTURES = sorted(str(p.relative_to(LOGS)) for p in LOGS.rglob("*.log"))
