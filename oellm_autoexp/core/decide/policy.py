@@ -403,7 +403,10 @@ def _config_error_restart_left(rule: RestartRule, history: RestartHistory, train
     within `config_error_after_training` of the rule's restarts since its last refill."""
     if trained is None or rule.action is not RuleAction.RESTART:
         return False
-    used = sum(1 for r in charged_restarts(rule, history) if r.error_type in PERMANENT_ERROR_TYPES)
+    # Progress refills it, not refill_on_training: an outage met at a new iteration each time, short of the
+    # best one, would otherwise restart on every attempt (docs/restart_policy.md: a second one stops).
+    charged = charged_restarts(rule, history, count_training=False)
+    used = sum(1 for r in charged if r.error_type in PERMANENT_ERROR_TYPES)
     return used < rule.config_error_after_training
 
 

@@ -105,3 +105,12 @@ def test_a_running_job_is_cancelled_first() -> None:
     running = Outcome(JobState.RUNNING, "config_error", signal="hub_unreachable", still_running=True)
     decision = decide(default_policy(), running, RestartHistory(iteration=500), now=0.0)
     assert (decision.action, decision.cancel_first) == (A.RESTART, True)
+
+
+def test_refill_on_training_does_not_refill_it() -> None:
+    """megatron_transient refills its budgets when an attempt dies at an iteration no attempt died at
+    before; the configuration error's restart refills only on progress past the best iteration, as the
+    docs say: a second one short of iteration 1000 stops."""
+    policy = load_policy(yaml.safe_load((REPO / "config" / "restart" / "megatron_transient.yaml").read_text()))
+    decisions = run(policy, [(CONFIG, 1000), (CONFIG, 990), (CONFIG, 980)])
+    assert [a for a, _ in decisions] == [A.RESTART, A.STOP]
