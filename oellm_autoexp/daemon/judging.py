@@ -108,7 +108,10 @@ def gather(store: SQLiteStore, live: LiveAttempt, verdict: Verdict, now: float) 
     node` for an attempt Slurm ended NODE_FAIL, one statvfs of the checkpoint dir after a failed save."""
     rt = live.runtime
     records = store.judge_records(rt.job.id)
-    history = job_history(records.decisions, live.attempt.attempt_no, live.view.last_iteration)
+    view = live.view
+    history = job_history(
+        records.decisions, live.attempt.attempt_no, view.last_iteration, view.first_iteration
+    )
     history = replace(
         history,
         excluded_nodes=active_nodes(records.exclusions, rt.job.name, utc(now)),

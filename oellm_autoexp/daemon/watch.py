@@ -121,7 +121,12 @@ def past_decisions(decisions: Sequence[DecisionInfo]) -> list[PastDecision]:
     ]
 
 
-def job_history(decisions: Sequence[DecisionInfo], attempt_no: int, iteration: int | None) -> RestartHistory:
+def job_history(
+    decisions: Sequence[DecisionInfo],
+    attempt_no: int,
+    iteration: int | None,
+    first_iteration: int | None = None,
+) -> RestartHistory:
     """The restart history of a job, rebuilt from its recorded decisions."""
     past = past_decisions(decisions)
-    return history_from(past, attempt_no, iteration)
+    return history_from(past, attempt_no, iteration, first_iteration)

@@ -27,9 +27,7 @@ from tests.integration.test_monitor_slurm import (
 
 pytestmark = pytest.mark.slurm
 
-DIVERGED = (
-    "ERROR:root:loss diverged at iteration 120 (lm loss 3.1e+38 > abort threshold 1e+30); stopping the run"
-)
+DIVERGED = "ERROR:root:training diverged at iteration 120: the loss exploded to 3.1e+38, stopping the run"
 INFINIBAND = "ERROR: InfiniBand queue pair transition failed on mlx5_0, peer unreachable"
 GUESSED = "guessed from the words of line"
 NEVER_STOPS = "; a guess never stops a run"  # the judge's note where a guessed stop became a restart

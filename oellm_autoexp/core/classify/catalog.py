@@ -154,7 +154,7 @@ class EntryDefaults(BaseModel):
 
 # An info or teardown entry is never a cause: it does not take the catalog's class (root_cause.py would
 # count it as evidence for that class).
-_NOT_A_CAUSE_INHERITS = "error_type"
+_NOT_A_CAUSE_KEY = "error_type"
 
 
 def _with_defaults(entries: object, defaults: object) -> object:
@@ -173,8 +173,8 @@ def _with_defaults(entries: object, defaults: object) -> object:
 def _inherit(entry: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
     merged = {**defaults, **entry}
     not_a_cause = merged.get("role") == "info" or merged.get("teardown")
-    if not_a_cause and _NOT_A_CAUSE_INHERITS not in entry:
-        merged.pop(_NOT_A_CAUSE_INHERITS, None)
+    if not_a_cause and _NOT_A_CAUSE_KEY not in entry:
+        merged.pop(_NOT_A_CAUSE_KEY, None)
     return merged
 
 

@@ -327,6 +327,9 @@ class Classifier:
         self.progress_count = 0
         self.last_progress: Signal | None = None
         self.last_iteration: int | None = None  # `iteration` of the latest progress signal having one
+        self.first_iteration: int | None = (
+            None  # of the first one (a loaded checkpoint's, or the first interval)
+        )
         # The log's last TAIL_CHARS: what a guess reads when no pattern explains a failed attempt
         # (core/classify/guess.py). One copy of each chunk, no per-line work.
         self._tail = ""
@@ -461,20 +464,22 @@ class Classifier:
     def first_failed_rank(self) -> int | None:
         return first_failed_rank(self.signals)
 
+    def _note_iteration(self, value: str | None) -> None:
+        if value is not None and value.isdigit():
+            self.last_iteration = int(value)
+            if self.first_iteration is None:
+                self.first_iteration = self.last_iteration
+
     def _keep(self, signal: Signal | ProgressMark) -> None:
         self._matched.append(signal.line_no)
         if isinstance(signal, ProgressMark):
             self.progress_count += 1
-            value = signal.groups.get("iteration")
-            if value is not None and value.isdigit():
-                self.last_iteration = int(value)
+            self._note_iteration(signal.groups.get("iteration"))
             return
         if signal.role == "progress":
             self.progress_count += 1
             self.last_progress = signal
-            value = signal.groups.get("iteration")
-            if value is not None and value.isdigit():
-                self.last_iteration = int(value)
+            self._note_iteration(signal.groups.get("iteration"))
             return
         key = (signal.pattern, signal.rank) if signal.pattern in PER_RANK_PATTERNS else None
         if len(self.signals) < self._max_signals or self._first_of_rank(key):

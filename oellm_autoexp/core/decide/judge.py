@@ -349,8 +349,14 @@ def stopped_status(kind: OutcomeKind | str | None) -> JobStatus:
 # -- history ----------------------------------------------------------------------------------
 
 
-def history_from(decisions: Sequence[PastDecision], attempt_no: int, iteration: int | None) -> RestartHistory:
-    """The restart history of a job, rebuilt from its recorded restart decisions alone."""
+def history_from(
+    decisions: Sequence[PastDecision],
+    attempt_no: int,
+    iteration: int | None,
+    first_iteration: int | None = None,
+) -> RestartHistory:
+    """The restart history of a job, rebuilt from its recorded restart decisions alone; `iteration` and
+    `first_iteration` are the attempt's own (AttemptView's)."""
     restarts = []
     excluded: list[str] = []
     for d in decisions:
@@ -371,7 +377,7 @@ def history_from(decisions: Sequence[PastDecision], attempt_no: int, iteration: 
         )
         excluded.extend(n for n in ev.exclude_nodes if n not in excluded)
     return RestartHistory(attempt=attempt_no, restarts=tuple(restarts), iteration=iteration,
-                          excluded_nodes=tuple(excluded))  # fmt: skip
+                          excluded_nodes=tuple(excluded), first_iteration=first_iteration)  # fmt: skip
 
 
 def restart_counts(decisions: Sequence[PastDecision]) -> dict[str, int]:

@@ -12,8 +12,8 @@ every reason it can return. The order of questions, each answered by a reason:
    failure: Slurm's own end state follows and says more) -> none.
 3. The first rule whose `match` fits; none fits -> stop.
 4. An excluded error type -> stop ("Permanent failure detected ..."); a configuration
-   error (outcome.PERMANENT_ERROR_TYPES) always is one, listed or not, unless the configuration
-   already trained (`config_error_after_training`: the environment changed; steps 6-7 decide).
+   error (outcome.PERMANENT_ERROR_TYPES) always is one, listed or not, unless the attempt
+   trained first (`config_error_after_training`: the environment changed; steps 6-7 decide).
 5. A stop/notify rule -> that action.
 6. Budgets: first the job's cumulative GPU-/wall-hours (`max_gpu_hours`,
    `max_wall_hours`, from `history.spent`), then, most specific first: per-error-type,
@@ -151,8 +151,8 @@ class RestartRule(_Model):
     # Config override sets (`key.path=value` each) for the next attempts, tried in order;
     # each one restarts once, even an excluded error type (module docstring: adaptive restarts).
     overrides: tuple[tuple[str, ...], ...] = ()
-    # Restarts a configuration error gets when the configuration it names already trained (an attempt
-    # since the last override set logged an iteration): the same arguments worked, so what changed is
+    # Restarts a configuration error gets when the attempt that met it trained (logged an iteration past
+    # its first one, a loaded checkpoint's): the same arguments worked, so what changed is
     # the environment (a hub or mount that stopped answering, a module the site updated), which a
     # later attempt may not meet. Counted among the rule's restarts since its last refill; 0: never.
     config_error_after_training: int = Field(default=1, ge=0)
@@ -263,6 +263,9 @@ class RestartHistory:
     excluded_nodes: tuple[str, ...] = ()  # nodes already excluded on resubmit
     spent: Spend | None = None  # what all attempts spent so far (None: not measured)
     checkpoint_disk: DiskSpace | None = None  # the checkpoint dir's free space, read after a failed save
+    # The first iteration this attempt logged: the checkpoint it loaded, or its first log interval. Above it,
+    # `iteration` says the attempt trained (a configuration error after training restarts: rule docs).
+    first_iteration: int | None = None
 
 
 @dataclass(frozen=True)
@@ -361,16 +364,10 @@ def _apply_rule(
     adapted = _restart_with_next_set(rule, outcome, history, now, blamed)
     if adapted is not None:
         return adapted
-    trained = _trained_iteration(history)
-    if excluded in PERMANENT_ERROR_TYPES and _config_error_restart_left(rule, history, trained):
-        restart = _restart_within_budgets(rule, outcome, history, now, limits, blamed)
-        if restart.action is DecisionAction.RESTART:
-            note = (
-                f"; this configuration trained before (iteration {trained}), so the environment changed:"
-                f" one restart for it (config_error_after_training: {rule.config_error_after_training})"
-            )
-            return replace(restart, reason=restart.reason + note, environment_changed=True)
-        return restart
+    if excluded in PERMANENT_ERROR_TYPES:
+        after_training = _restart_after_training(rule, outcome, history, now, limits, blamed)
+        if after_training is not None:
+            return after_training
     if excluded is not None:
         reason = f"Permanent failure detected (excluded error_type: {excluded})"
         if rule.overrides:
@@ -388,20 +385,41 @@ def _apply_rule(
     return _restart_within_budgets(rule, outcome, history, now, limits, blamed)
 
 
+def _restart_after_training(
+    rule: RestartRule,
+    outcome: Outcome,
+    history: RestartHistory,
+    now: float,
+    limits: SpendLimits | None,
+    blamed: tuple[str, ...],
+) -> Decision | None:
+    """A configuration error's restart when the attempt trained with its configuration
+    (`config_error_after_training`), within the budgets; None: it stops as permanent."""
+    trained = _trained_iteration(history)
+    if trained is None or not _config_error_restart_left(rule, history):
+        return None
+    restart = _restart_within_budgets(rule, outcome, history, now, limits, blamed)
+    if restart.action is not DecisionAction.RESTART:
+        return restart  # a budget ran out: its stop names it
+    note = (
+        f"; this configuration trained before (iteration {trained}), so the environment changed:"
+        f" one restart for it (config_error_after_training: {rule.config_error_after_training})"
+    )
+    return replace(restart, reason=restart.reason + note, environment_changed=True)
+
+
 def _trained_iteration(history: RestartHistory) -> int | None:
-    """The highest iteration an attempt reached with the configuration the ended attempt ran: every
-    attempt since the last override set changed it, this one included. None: it never trained."""
-    marks = (*(r.iteration for r in history.restarts), history.iteration)
-    # Restart j was granted when attempt j+1 ended; its override set ran from attempt j+2 (marks[j+1]).
-    changed = [j + 1 for j, r in enumerate(history.restarts) if r.override_set is not None]
-    same_config = marks[changed[-1] :] if changed else marks
-    return max((i for i in same_config if i is not None), default=None)
+    """The iteration the ended attempt trained to, if it trained: it logged an iteration past its first
+    one. None: it never logged one, or only the checkpoint it loaded (an edited configuration that resumes
+    and fails at once has not trained, whatever the checkpoint's iteration)."""
+    first, last = history.first_iteration, history.iteration
+    return last if first is not None and last is not None and last > first else None
 
 
-def _config_error_restart_left(rule: RestartRule, history: RestartHistory, trained: int | None) -> bool:
-    """Is a configuration error's restart left to `rule`? Only on a configuration that trained, and
-    within `config_error_after_training` of the rule's restarts since its last refill."""
-    if trained is None or rule.action is not RuleAction.RESTART:
+def _config_error_restart_left(rule: RestartRule, history: RestartHistory) -> bool:
+    """Is a configuration error's restart left to `rule`: fewer than `config_error_after_training` of
+    its restarts since its last refill were for one?"""
+    if rule.action is not RuleAction.RESTART:
         return False
     # Progress refills it, not refill_on_training: an outage met at a new iteration each time, short of the
     # best one, would otherwise restart on every attempt (docs/restart_policy.md: a second one stops).

@@ -324,7 +324,10 @@ class _Replay:
         self.done = True
 
     def _judge(self, verdict: Verdict) -> None:
-        history = history_from(self.setup.past, self.setup.attempt_no, self.view.last_iteration)
+        view = self.view
+        history = history_from(
+            self.setup.past, self.setup.attempt_no, view.last_iteration, view.first_iteration
+        )
         judgement = judge(self.setup.policy, verdict, history, self.view.classifier.signals)
         if not judgement.record:
             self.waiting_on_fatal = verdict.trigger is Trigger.FATAL_LINE

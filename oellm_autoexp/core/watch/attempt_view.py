@@ -349,6 +349,10 @@ class AttemptView:
     def last_iteration(self) -> int | None:
         return self.classifier.last_iteration
 
+    @property
+    def first_iteration(self) -> int | None:
+        return self.classifier.first_iteration
+
     def recovery_window_s(self) -> float:
         """The recovery window for the pending fatal line: the startup one while no iteration was seen."""
         startup = self.early.recovery_window_startup_s

@@ -16,9 +16,7 @@ import pytest
 
 from oellm_autoexp.cli.main import main
 
-DIVERGED = (
-    "ERROR:root:loss diverged at iteration 120 (lm loss 3.1e+38 > abort threshold 1e+30); stopping the run"
-)
+DIVERGED = "ERROR:root:training diverged at iteration 120: the loss exploded to 3.1e+38, stopping the run"
 
 
 def _classify(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, *flags: str) -> str:

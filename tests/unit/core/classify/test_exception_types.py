@@ -240,7 +240,10 @@ def test_every_cpp_exception_type_reads_as_listed(type_name: str, expected: str)
             ],
             "rendezvous",
         ),
-        (["pccl._pccl.PCCLError: pcclAllReduce failed with error: INVALID_USAGE: INVALID_USAGE"], "exception"),
+        (
+            ["pccl._pccl.PCCLError: pcclAllReduce failed with error: INVALID_USAGE: INVALID_USAGE"],
+            "exception",
+        ),
         (["RuntimeError: shape '[4, -1]' is invalid for input of size 10"], "exception"),
         (
             ["RuntimeError: raising an error since --throw was specified"],

@@ -18,9 +18,7 @@ from tests.paths import REPO
 PATTERNS = load_patterns(["megatron_production"])
 TRANSIENT = load_policy(yaml.safe_load((REPO / "config" / "restart" / "megatron_transient.yaml").read_text()))
 # No shipped pattern matches these; the shipped model reads them as numerical_instability and nccl.
-DIVERGED = (
-    "ERROR:root:loss diverged at iteration 120 (lm loss 3.1e+38 > abort threshold 1e+30); stopping the run"
-)
+DIVERGED = "ERROR:root:training diverged at iteration 120: the loss exploded to 3.1e+38, stopping the run"
 QP_FAILED = "ERROR: InfiniBand queue pair transition failed on mlx5_0, peer unreachable"
 
 

@@ -44,7 +44,8 @@ def judged(lines: list[str], history: RestartHistory | None = None, exit_code: i
     view, verdict = ended(lines, exit_code)
     base = history or RestartHistory()
     return judge(TRANSIENT, verdict, RestartHistory(attempt=base.attempt, restarts=base.restarts,  # type: ignore[arg-type]
-                 iteration=view.last_iteration), view.classifier.signals)  # fmt: skip
+                 iteration=view.last_iteration, first_iteration=view.first_iteration),
+                 view.classifier.signals)  # fmt: skip
 
 
 def test_a_traceback_through_the_loader_rolls_back_naming_the_checkpoint() -> None:

@@ -19,9 +19,7 @@ from oellm_autoexp.core.watch.verdict import Trigger
 
 PATTERNS = load_patterns(["megatron_production"])
 # No shipped pattern matches these; the shipped model reads them as numerical_instability and nccl.
-DIVERGED = (
-    "ERROR:root:loss diverged at iteration 120 (lm loss 3.1e+38 > abort threshold 1e+30); stopping the run"
-)
+DIVERGED = "ERROR:root:training diverged at iteration 120: the loss exploded to 3.1e+38, stopping the run"
 QP_FAILED = "ERROR: InfiniBand queue pair transition failed on mlx5_0, peer unreachable"
 OOM = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
 TEARDOWN = ("W1122 04:21:03.468000 1208 torch/distributed/elastic/multiprocessing/api.py:1012] Sending process "
