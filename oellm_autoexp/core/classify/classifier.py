@@ -327,9 +327,8 @@ class Classifier:
         self.progress_count = 0
         self.last_progress: Signal | None = None
         self.last_iteration: int | None = None  # `iteration` of the latest progress signal having one
-        self.first_iteration: int | None = (
-            None  # of the first one (a loaded checkpoint's, or the first interval)
-        )
+        # `iteration` of the first one: a checkpoint the attempt loaded, or its first log interval
+        self.first_iteration: int | None = None
         # The log's last TAIL_CHARS: what a guess reads when no pattern explains a failed attempt
         # (core/classify/guess.py). One copy of each chunk, no per-line work.
         self._tail = ""

@@ -282,7 +282,7 @@ class Decision:
     cancel_first: bool = False  # the job still runs: scancel it before anything else
     override_set: int | None = None  # the rule's override set the next attempt runs with (1-based)
     overrides: tuple[str, ...] = ()  # that set's `key.path=value` entries
-    # A configuration error restarted because its configuration trained before (`config_error_after_training`):
+    # A configuration error restarted because the attempt trained first (`config_error_after_training`):
     # a failed checkpoint load's own decision takes precedence over it (core/decide/load_failure.py).
     environment_changed: bool = False
 
