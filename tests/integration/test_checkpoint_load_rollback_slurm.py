@@ -29,24 +29,29 @@ RUN_TIMEOUT_S = 180.0
 KILLED = "Transient failure detected (error_type=killed)"
 
 
-def experiment(autoexp: AutoexpEnv) -> Path:
-    ckpt = autoexp.tmp / "out" / "checkpoints"
-    # Iterations 21-22 are slow: the kill lands after checkpoint 20, before 25.
-    command = [sys.executable, "-m", "oellm_autoexp.workloads.train", "--device", "cpu", "--steps", "25",
-               "--save-interval", "5", "--step-time-s", "0.05", "--slow-steps", "21-22:1.5", "--ckpt-dir", str(ckpt)]  # fmt: skip
+def command_experiment(autoexp: AutoexpEnv, name: str, command: list[str]) -> Path:
+    """The experiment file of a `command` job on the Slurm executor under megatron_transient, with a
+    short settle (a rank's traceback is read whole within a second)."""
     data = {
         "defaults": [{"slurm": "local"}, {"backend": "command"}, {"monitoring": "autoexp_workloads"},
                      {"restart": "megatron_transient"}],
-        "experiment": {"name": "loadfail", "output_dir": str(autoexp.tmp / "out")},
+        "experiment": {"name": name, "output_dir": str(autoexp.tmp / "out")},
         "executor": "slurm",
         "backend": {"command": command},
-        # A short settle: the load failure is one rank's traceback, read whole within a second.
         "monitoring": {"poll_interval_s": 1, "heartbeat_interval_s": 1, "log_poll_interval_s": 0.3,
                        "fatal_settle_s": 1},
     }  # fmt: skip
     path = autoexp.tmp / "experiment.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
+
+
+def experiment(autoexp: AutoexpEnv) -> Path:
+    ckpt = autoexp.tmp / "out" / "checkpoints"
+    # Iterations 21-22 are slow: the kill lands after checkpoint 20, before 25.
+    command = [sys.executable, "-m", "oellm_autoexp.workloads.train", "--device", "cpu", "--steps", "25",
+               "--save-interval", "5", "--step-time-s", "0.05", "--slow-steps", "21-22:1.5", "--ckpt-dir", str(ckpt)]  # fmt: skip
+    return command_experiment(autoexp, "loadfail", command)
 
 
 def training_pid(ckpt: Path) -> int | None:

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
+from tests.integration.test_checkpoint_load_rollback_slurm import command_experiment
 from tests.integration.test_monitor_slurm import COMPLETED, AutoexpEnv
 
 pytestmark = [pytest.mark.slurm, pytest.mark.torch, pytest.mark.slow]
@@ -25,18 +25,7 @@ def experiment(autoexp: AutoexpEnv) -> Path:
     command = [sys.executable, "-m", "oellm_autoexp.workloads.train", "--device", "cpu", "--steps", "16",
                "--save-interval", "5", "--step-time-s", "0.05", "--fault", "file_gone", "--fault-at-step", "12",
                "--fault-once-file", str(autoexp.tmp / "fault_fired"), "--ckpt-dir", str(out / "checkpoints")]  # fmt: skip
-    data = {
-        "defaults": [{"slurm": "local"}, {"backend": "command"}, {"monitoring": "autoexp_workloads"},
-                     {"restart": "megatron_transient"}],
-        "experiment": {"name": "filegone", "output_dir": str(out)},
-        "executor": "slurm",
-        "backend": {"command": command},
-        "monitoring": {"poll_interval_s": 1, "heartbeat_interval_s": 1, "log_poll_interval_s": 0.3,
-                       "fatal_settle_s": 1},
-    }  # fmt: skip
-    path = autoexp.tmp / "experiment.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
+    return command_experiment(autoexp, "filegone", command)
 
 
 def test_a_configuration_error_after_training_restarts_once_and_the_slurm_run_completes(

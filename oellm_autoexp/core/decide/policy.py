@@ -364,10 +364,10 @@ def _apply_rule(
     adapted = _restart_with_next_set(rule, outcome, history, now, blamed)
     if adapted is not None:
         return adapted
-    if excluded in PERMANENT_ERROR_TYPES:
-        after_training = _restart_after_training(rule, outcome, history, now, limits, blamed)
-        if after_training is not None:
-            return after_training
+    trained = _trained_iteration(history) if excluded in PERMANENT_ERROR_TYPES else None
+    if trained is not None and _config_error_restart_left(rule, history):
+        restart = _restart_within_budgets(rule, outcome, history, now, limits, blamed)
+        return _after_training(restart, rule, trained)
     if excluded is not None:
         reason = f"Permanent failure detected (excluded error_type: {excluded})"
         if rule.overrides:
@@ -385,22 +385,11 @@ def _apply_rule(
     return _restart_within_budgets(rule, outcome, history, now, limits, blamed)
 
 
-def _restart_after_training(
-    rule: RestartRule,
-    outcome: Outcome,
-    history: RestartHistory,
-    now: float,
-    limits: SpendLimits | None,
-    blamed: tuple[str, ...],
-) -> Decision | None:
-    """A configuration error's restart when the attempt trained with its configuration
-    (`config_error_after_training`), within the budgets; None: it stops as permanent."""
-    trained = _trained_iteration(history)
-    if trained is None or not _config_error_restart_left(rule, history):
-        return None
-    restart = _restart_within_budgets(rule, outcome, history, now, limits, blamed)
+def _after_training(restart: Decision, rule: RestartRule, trained: int) -> Decision:
+    """A configuration error's restart after training (`config_error_after_training`), saying why; a
+    budget's stop as it is."""
     if restart.action is not DecisionAction.RESTART:
-        return restart  # a budget ran out: its stop names it
+        return restart
     note = (
         f"; this configuration trained before (iteration {trained}), so the environment changed:"
         f" one restart for it (config_error_after_training: {rule.config_error_after_training})"
