@@ -80,7 +80,7 @@ def main() -> None:
     rev = _base_rev(args.base)
     target_mb, rounds = (8.0, 3) if args.quick else (50.0, 7)
     out = Report()
-    results: dict[str, Any] = {"base": rev}
+    results: dict[str, Any] = {"base": rev, "base_given": args.base is not None}
     with tempfile.TemporaryDirectory(prefix="catalog_cost_") as tmp:
         base = _export(rev, Path(tmp))
         corpora = {"healthy": healthy_corpus(target_mb), "dense": dense_corpus(target_mb)[0]}

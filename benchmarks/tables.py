@@ -196,9 +196,13 @@ def cli_startup(d: dict[str, Any]) -> list[str]:
 
 def classify_engines(d: dict[str, Any]) -> list[str]:
     healthy = d["healthy"]
-    out = ["| engine: the rare keywords of one 4 MB chunk | MB/s |", "|---|---|"]
-    out += [f"| {name} | {row['mb_s']:.1f} |" for name, row in d["engines"].items()]
+    out = ["| engine: the rare keywords of one 4 MB chunk | MB/s | build, ms |", "|---|---|---|"]
+    out += [f"| {name} | {row['mb_s']:.1f} | {_build_ms(row)} |" for name, row in d["engines"].items()]
     return [*out, "", *classify_throughput(d)[2:]] if healthy else out
+
+
+def _build_ms(row: dict[str, Any]) -> str:
+    return f"{row['build_ms']:.1f}" if "build_ms" in row else "-"
 
 
 def replay(d: dict[str, Any]) -> list[str]:
@@ -254,8 +258,25 @@ def corpus_accuracy(d: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
+def text_only_reader(d: dict[str, Any]) -> list[str]:
+    def share(f: dict[str, int], key: str) -> str:
+        return f"{f[key]}/{f['n']} ({f[key] / f['n']:.1%})"
+
+    out = ["| set | excerpts | class right: reader | class right: classifier | decision right: reader | "
+           "decision right: classifier | both wrong | at least one right |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, label in (("fitted", "fitted"), ("held_out", "held out")):
+        f = d[name]
+        out.append(
+            f"| {label} | {f['n']} | {share(f, 'reader_right')} | {share(f, 'ours_right')} | "
+            f"{share(f, 'reader_decides_right')} | {share(f, 'ours_decides_right')} | {f['both_wrong']} | "
+            f"{share(f, 'either_right')} |"
+        )
+    return out
+
+
 def catalog_cost(d: dict[str, Any]) -> list[str]:
-    out = [f"Base: `{d['base'][:10]}` (the merge-base with main), same corpora, trees interleaved round by round.", "",
+    why = "given with --base" if d.get("base_given") else "the merge-base with main"
+    out = [f"Base: `{d['base'][:10]}` ({why}), same corpora, trees interleaved round by round.", "",
            "| corpus | patterns (this tree / base) | MB/s this tree: min / median / max | MB/s base: min / median / max | median ratio |",
            "|---|---|---|---|---|"]  # fmt: skip
     for corpus in ("healthy", "dense"):
@@ -469,6 +490,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "unsupervised": unsupervised,
     "corpus_accuracy": corpus_accuracy,
     "catalog_cost": catalog_cost,
+    "text_only_reader": text_only_reader,
     "fleet_ettr": fleet_ettr,
     "successor_restart": successor_restart,
     "cli_startup": cli_startup,

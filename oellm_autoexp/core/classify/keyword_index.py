@@ -88,6 +88,9 @@ class KeywordIndex:
     # (case mode, engine), built at a candidate line's first lookup (matcher.word_finder).
     words: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     finders: dict[tuple[bool, str], Callable[[str], set[str]] | None] = field(default_factory=dict)
+    # (case mode, keyword) -> the entries that list exactly that keyword: a reported word's entries
+    # are those of the keywords inside it, which its finder names (entries_for).
+    by_word: dict[tuple[bool, str], tuple[int, ...]] = field(default_factory=dict)
 
 
 def trie_regex(words: set[str], ignore_case: bool) -> str:
@@ -148,6 +151,7 @@ def index_of(patterns: PatternSet) -> KeywordIndex:
         sensitive_words=LazyRegex(sensitive_trie) if sensitive_trie is not None else None,
         insensitive_words=LazyRegex(insensitive_trie) if insensitive_trie is not None else None,
         by_keyword={},
+        by_word=_entries_by_word(entries),
         unfiltered=tuple(i for i, e in enumerate(entries) if not e.keywords),
         words=(tuple(sorted(sensitive)), tuple(sorted({k.lower() for k in insensitive}))),
         collapsible=tuple(
@@ -161,6 +165,14 @@ def index_of(patterns: PatternSet) -> KeywordIndex:
     )
     patterns.cache["classify_index"] = index
     return index
+
+
+def _entries_by_word(entries: Sequence[Entry]) -> dict[tuple[bool, str], tuple[int, ...]]:
+    listed: dict[tuple[bool, str], list[int]] = {}
+    for i, entry in enumerate(entries):
+        for keyword in dict.fromkeys(entry.keywords):
+            listed.setdefault((entry.ignore_case, keyword), []).append(i)
+    return {key: tuple(ids) for key, ids in listed.items()}
 
 
 def _markable(entry: Entry) -> bool:
@@ -203,14 +215,28 @@ def entries_for(line: str, index: KeywordIndex) -> list[int]:
             key = reported.lower() if ignore_case else reported
             admitted = index.by_keyword.get((ignore_case, key))
             if admitted is None:
-                admitted = tuple(
-                    i
-                    for i, e in enumerate(index.entries)
-                    if e.ignore_case == ignore_case and any(k in key for k in e.keywords)
-                )
+                admitted = _admitted(key, index, ignore_case)
                 index.by_keyword[(ignore_case, key)] = admitted
             found.update(admitted)
     return sorted(found)
+
+
+def _admitted(key: str, index: KeywordIndex, ignore_case: bool) -> tuple[int, ...]:
+    """The entries of `ignore_case` with a keyword inside the reported word `key`, in pattern order.
+
+    With an automaton finder the keywords inside `key` are found by running it over `key` (what
+    one cache miss costs no longer grows with the number of entries: a thousand `any(...)` loops
+    were a third of reading a short log); else every entry is tried.
+    """
+    finder = index.finders.get((ignore_case, matcher.engine_name()))
+    if finder is None:
+        return tuple(
+            i
+            for i, e in enumerate(index.entries)
+            if e.ignore_case == ignore_case and any(k in key for k in e.keywords)
+        )
+    inside = finder(key) | {key}
+    return tuple(sorted({i for word in inside for i in index.by_word.get((ignore_case, word), ())}))
 
 
 def progress_entries(line: str, index: KeywordIndex) -> list[int]:

@@ -9,7 +9,9 @@ iterations:`). This module finds the candidate lines of a whole block instead:
 - Rare keywords (most of them: `CUDA out of memory`, `NCCL WARN`): one
   multi-literal pass over the block, an Aho-Corasick automaton
   (`ahocorasick_rs`, a dependency) or, where its wheel is missing, `str.find`
-  per keyword; every line holding one is a candidate.
+  per keyword; every line holding one is a candidate. Case-insensitive
+  keywords join that pass through the case spellings of a short window of each
+  (`_FoldedScanner`), not through a lower-cased copy of the block.
 - Frequent keywords (more than 1 line in `FREQUENT_EVERY`, and at least
   `FREQUENT_MIN` lines, in some block of this log): the scan leaves them out.
   Each pattern they admit is searched over the whole block text with its own
@@ -78,8 +80,19 @@ class _Scanner(Protocol):
 _CASE_ODDITIES = re.compile("[\u0130\u212a]")
 
 
+# The DFA scans faster than the contiguous NFA but takes about eight times as long to build: with
+# ~930 catalog words 10-14 ms against 1.4 ms, and a monitor builds six automata. Measured on the
+# benchmark's healthy log in 4 MB chunks, it saves ~0.25 ms per MB (the rest of a chunk's reading
+# costs the same), so it pays for itself after ~56 MB. A scanner starts as the NFA and builds its
+# DFA before the scan that takes the bytes it has scanned past DFA_AFTER_BYTES: short logs, the
+# first plan (which reads a log's first 64 KB) and the per-line word finders never pay for a DFA; a
+# replay of a long log pays for it once.
+DFA_AFTER_BYTES = 8 << 20
+
+
 class _AhoCorasickScanner:
-    """ahocorasick_rs (DFA: the fastest here) over the UTF-8 bytes; its str mode converts offsets.
+    """ahocorasick_rs over the UTF-8 bytes (its str mode converts offsets): first its contiguous
+    NFA, its DFA from the scan that reaches DFA_AFTER_BYTES.
 
     Case-insensitive words (lower-case) are searched in the lower-cased text, as the
     line-by-line path tests them (`keyword in line.lower()`).
@@ -87,11 +100,27 @@ class _AhoCorasickScanner:
 
     def __init__(self, words: Sequence[str], ignore_case: bool) -> None:
         assert ahocorasick_rs is not None
-        self._automaton = ahocorasick_rs.BytesAhoCorasick(
-            [w.encode() for w in words], implementation=ahocorasick_rs.Implementation.DFA
-        )
+        self._encoded = [w.encode() for w in words]
+        self._automaton = self._build(ahocorasick_rs.Implementation.ContiguousNFA)
+        self.scanned = 0  # bytes scanned until the DFA is built; -1 after
         self._ignore_case = ignore_case
         self._ascii_words = all(w.isascii() for w in words)
+
+    def _build(self, implementation: Any) -> Any:
+        return ahocorasick_rs.BytesAhoCorasick(self._encoded, implementation=implementation)
+
+    @property
+    def is_dfa(self) -> bool:
+        return self.scanned < 0
+
+    def _count(self, size: int) -> None:
+        """Count a scan of `size` bytes before it runs; build the DFA when they take it past the limit."""
+        if self.scanned < 0:
+            return
+        self.scanned += size
+        if self.scanned >= DFA_AFTER_BYTES:
+            self._automaton = self._build(ahocorasick_rs.Implementation.DFA)
+            self.scanned = -1
 
     def find(self, text: str, encoded: bytes | None = None) -> tuple[str | bytes, list[tuple[int, int]]]:
         if not self._ignore_case:
@@ -101,6 +130,7 @@ class _AhoCorasickScanner:
             data = (text.encode() if encoded is None else encoded).lower()
         else:
             data = text.lower().encode()
+        self._count(len(data))
         hits = self._automaton.find_matches_as_indexes(data, overlapping=True)
         return data, [(word, start) for word, start, _end in hits]
 
@@ -183,6 +213,93 @@ def _scanner(words: Sequence[str], ignore_case: bool) -> _Scanner | None:
     if engine_name() == "ahocorasick_rs":
         return _AhoCorasickScanner(words, ignore_case)
     return _FindScanner(words, ignore_case)
+
+
+# Found hits of one case mode: (that mode, the haystack its offsets point into, [(word index, offset)]).
+CaseHits = tuple[bool, str | bytes, list[tuple[int, int]]]
+
+
+class _PerCase:
+    """One scanner per case mode: the case-insensitive words are searched in a lower-cased copy."""
+
+    def __init__(self, sensitive: Sequence[str], insensitive: Sequence[str]) -> None:
+        self._scanners = ((False, _scanner(sensitive, False)), (True, _scanner(insensitive, True)))
+
+    def find(self, text: str, encoded: bytes | None = None) -> list[CaseHits]:
+        return [
+            (case, *scanner.find(text, encoded)) for case, scanner in self._scanners if scanner is not None
+        ]
+
+
+FOLD_WINDOW = 4  # a folded word is found by the spellings of a window this long: at most 16
+FOLD_SPELLINGS = 256  # more spellings in all, and the insensitive words get their own lower-cased pass
+
+
+class _FoldedScanner:
+    """Both case modes in one automaton pass, without a lower-cased copy of the text.
+
+    A lower-cased copy and a second pass over it cost a healthy log's 4 MB chunk more than a
+    millisecond, for the one or two case-insensitive words a pattern set has. Instead, each such
+    word (ASCII) adds every case spelling of one of its windows (the FOLD_WINDOW characters with the
+    fewest letters) to the case-sensitive automaton; where a spelling is found, the word is checked
+    whole, case-insensitively, where that window would sit in it. Texts whose non-ASCII characters
+    lower-case to ASCII letters get the lower-cased pass (`_PerCase`'s), as before.
+    """
+
+    def __init__(self, sensitive: Sequence[str], insensitive: Sequence[str]) -> None:
+        self._n_sensitive = len(sensitive)
+        self._words = [w.encode() for w in insensitive]
+        spelled: dict[str, list[tuple[int, int]]] = {}
+        for index, word in enumerate(insensitive):
+            at = _window_at(word)
+            for spelling in _spellings(word[at : at + FOLD_WINDOW]):
+                spelled.setdefault(spelling, []).append((index, at))
+        self._spelled = list(spelled.values())
+        self._scanner = _AhoCorasickScanner([*sensitive, *spelled], ignore_case=False)
+        self._insensitive = insensitive
+        self._lowered: _AhoCorasickScanner | None = None  # for texts with case oddities, built then
+
+    def find(self, text: str, encoded: bytes | None = None) -> list[CaseHits]:
+        data, hits = self._scanner.find(text, encoded)
+        n = self._n_sensitive
+        plain = [(word, off) for word, off in hits if word < n]
+        if not text.isascii() and _CASE_ODDITIES.search(text):
+            if self._lowered is None:
+                self._lowered = _AhoCorasickScanner(self._insensitive, ignore_case=True)
+            return [(False, data, plain), (True, *self._lowered.find(text, encoded))]
+        folded = []
+        for spelling, off in hits:
+            if spelling >= n:
+                for index, at in self._spelled[spelling - n]:
+                    word, start = self._words[index], off - at
+                    if start >= 0 and data[start : start + len(word)].lower() == word:
+                        folded.append((index, start))
+        return [(False, data, plain), (True, data, folded)]
+
+
+def _window_at(word: str) -> int:
+    """Where `word`'s window of FOLD_WINDOW characters with the fewest letters starts (the first such)."""
+    starts = range(max(1, len(word) - FOLD_WINDOW + 1))
+    return min(starts, key=lambda i: sum(ch.isalpha() for ch in word[i : i + FOLD_WINDOW]))
+
+
+def _spellings(window: str) -> list[str]:
+    spelled = [""]
+    for ch in window:
+        cases = dict.fromkeys((ch.lower(), ch.upper())) if ch.isalpha() else (ch,)
+        spelled = [head + c for head in spelled for c in cases]
+    return spelled
+
+
+def _rare_scanner(sensitive: Sequence[str], insensitive: Sequence[str]) -> _PerCase | _FoldedScanner:
+    """The scanner of a plan's rare words: both case modes in one pass where the insensitive words
+    allow it (the automaton engine, ASCII words, few spellings), else one scanner per mode."""
+    if engine_name() != "ahocorasick_rs" or not insensitive or not all(w.isascii() for w in insensitive):
+        return _PerCase(sensitive, insensitive)
+    windows = [word[_window_at(word) :][:FOLD_WINDOW] for word in insensitive]
+    if sum(len(_spellings(window)) for window in windows) > FOLD_SPELLINGS:
+        return _PerCase(sensitive, insensitive)
+    return _FoldedScanner(sensitive, insensitive)
 
 
 # --------------------------------------------------------------------------- bulk regexes
@@ -351,7 +468,7 @@ def _found_by_scan(branch: str, ignore_case: bool, rare: list[list[str]]) -> boo
 class _Plan:
     """The pattern set prepared for one set of frequent keywords."""
 
-    scanner: tuple[_Scanner | None, _Scanner | None]  # rare sensitive, rare insensitive words
+    scanner: _PerCase | _FoldedScanner  # the rare words of both case modes
     words: tuple[tuple[str, ...], tuple[str, ...]]
     bulk: tuple[re.Pattern[str], ...]  # heavy patterns that can be searched in bulk
     per_word: tuple[tuple[str, bool], ...]  # frequent words whose lines are all candidates
@@ -395,7 +512,7 @@ class Prepared:
             else:
                 bulk.extend(r for r in regexes if not _found_by_scan(r.pattern, spec.ignore_case, rare))
         return _Plan(
-            scanner=(_scanner(rare[0], False), _scanner(rare[1], True)),
+            scanner=_rare_scanner(rare[0], rare[1]),
             words=(tuple(rare[0]), tuple(rare[1])),
             bulk=tuple(bulk),
             per_word=tuple(sorted(per_word)),
@@ -437,6 +554,8 @@ class CandidateFinder:
         and `encoded`, its UTF-8 bytes (a replay has both from the log's bytes).
         """
         n_lines = text.count("\n") if n_lines is None else n_lines
+        if encoded is None and engine_name() == "ahocorasick_rs":
+            encoded = text.encode()  # once for both case modes' automata and a rescan, not once each
         if not self._sampled:
             # Learn the frequent words from the log's start first: a full scan that reports
             # every `iteration` costs several times a scan without them.
@@ -473,13 +592,11 @@ def _with_starts(text: str, found: dict[int, int]) -> list[tuple[int, int]]:
 def _rare_hits(plan: _Plan, text: str, encoded: bytes | None = None) -> list[tuple[bool, int, int, int]]:
     """(ignore_case, word index, line index, offset in its haystack) of every rare keyword."""
     hits = []
-    for case, scanner in ((False, plan.scanner[0]), (True, plan.scanner[1])):
-        if scanner is not None:
-            haystack, found = scanner.find(text, encoded)
-            found.sort(key=itemgetter(1))
-            offsets = [off for _word, off in found]
-            lines = _lines_of(haystack, offsets)
-            hits += [(case, word, line, off) for (word, off), line in zip(found, lines, strict=True)]
+    for case, haystack, found in plan.scanner.find(text, encoded):
+        found.sort(key=itemgetter(1))
+        offsets = [off for _word, off in found]
+        lines = _lines_of(haystack, offsets)
+        hits += [(case, word, line, off) for (word, off), line in zip(found, lines, strict=True)]
     return hits
 
 

@@ -100,3 +100,26 @@ def test_the_automaton_and_the_trie_regex_admit_the_same_entries() -> None:
     differing = [(line, a, r) for line, a, r in zip(lines, by_automaton, by_regex, strict=True) if a != r]
     assert differing == []
     assert sum(map(bool, by_automaton)) > 1000  # the lines admit entries: the comparison is not empty
+
+
+@pytest.mark.skipif(matcher.ahocorasick_rs is None, reason="ahocorasick-rs (a dependency) is not installed")
+def test_a_reported_word_admits_every_entry_with_a_keyword_inside_it() -> None:
+    """The entries a reported word admits are found through the keywords inside it (its finder run over
+    the word): for every keyword of the shipped set, in both case modes, they are exactly the entries
+    that have some keyword within the word, in pattern order."""
+    from oellm_autoexp.adapters.logs.pattern_files import load_patterns
+
+    index = index_of(load_patterns(["megatron_production"]))
+    checked = 0
+    for ignore_case in (False, True):
+        for word in index.words[ignore_case]:
+            entries_for(word.upper() if ignore_case else word, index)  # builds the finder, fills the cache
+            admitted = index.by_keyword[(ignore_case, word)]
+            brute = tuple(
+                i
+                for i, e in enumerate(index.entries)
+                if e.ignore_case == ignore_case and any(k in word for k in e.keywords)
+            )
+            assert admitted == brute, word
+            checked += 1
+    assert checked > 500  # the shipped catalogs' words, not an empty loop

@@ -331,3 +331,63 @@ def test_the_find_fallback_reports_every_word_where_words_share_their_start(igno
         (i, m.start()) for i, w in enumerate(words) for m in re.finditer(f"(?={re.escape(w)})", haystack)
     }
     assert sorted(hits) == sorted(expected) and len(hits) == len(expected)
+
+
+def test_the_automaton_becomes_a_dfa_at_the_scan_that_passes_its_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scanner starts as the cheap-to-build NFA and builds the DFA before the scan that takes it past
+    DFA_AFTER_BYTES; the hits are the same before and after."""
+    if matcher.ahocorasick_rs is None:
+        unavailable("ahocorasick-rs (a dependency) is not installed")
+    words = ["CUDA error", "NCCL WARN", "error"]
+    text = "x CUDA error: y\nNCCL WARN net\nfine\n" * 10
+    monkeypatch.setattr(matcher, "DFA_AFTER_BYTES", 2 * len(text) + 1)
+    scanner = matcher._AhoCorasickScanner(words, ignore_case=False)
+    scans = []
+    for _ in range(3):
+        _haystack, hits = scanner.find(text)
+        scans.append((scanner.is_dfa, sorted(hits)))
+    assert [dfa for dfa, _ in scans] == [False, False, True]
+    assert scans[0][1] == scans[2][1] and len(scans[0][1]) == 30
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x NCCL Error: timed out\nnccl errornccl ERROR\nCCL E\nNcCl ErRoR X CUDA error\nfine\n",
+        "caf\u00e9 NCCL error \u00fcber\nNCCL ERROR\n",  # non-ASCII without case oddities: the folded pass
+        "\u212aelvin NCCL eRRor\n\u0130 nccl error\n",  # letters that lower-case to ASCII: the lowered pass
+    ],
+)
+def test_folded_words_are_found_where_a_lower_cased_copy_finds_them(text: str) -> None:
+    """Case-insensitive words found through the case spellings of a window, in the same pass as the
+    case-sensitive words, give the hits (and lines) one scanner per case mode gives."""
+    if matcher.ahocorasick_rs is None:
+        unavailable("ahocorasick-rs (a dependency) is not installed")
+    # "X" is both a case-sensitive word and a spelling of the insensitive "x": each keeps its hits
+    sensitive, insensitive = ["CUDA error", "NCCL", "X"], ["nccl error", "ccl e", "x"]
+    folded = matcher._rare_scanner(sensitive, insensitive)
+    assert isinstance(folded, matcher._FoldedScanner)
+
+    def hits_of(scanner: matcher._PerCase | matcher._FoldedScanner) -> dict[bool, tuple[list, list[int]]]:
+        """Per case mode: the sorted (word, offset) hits and the line of each."""
+        found = {}
+        for case, haystack, hits in scanner.find(text, text.encode()):
+            hits = sorted(hits, key=lambda hit: (hit[1], hit[0]))
+            found[case] = (hits, matcher._lines_of(haystack, [off for _, off in hits]))
+        return found
+
+    hits = hits_of(folded)
+    assert hits == hits_of(matcher._PerCase(sensitive, insensitive))
+    hits = {case: found for case, (found, _lines) in hits.items()}
+    assert len(hits[True]) >= 3  # the words occur: the comparison is not empty
+
+
+def test_too_many_spellings_keep_a_lower_cased_pass() -> None:
+    if matcher.ahocorasick_rs is None:
+        unavailable("ahocorasick-rs (a dependency) is not installed")
+    many = [f"{a}{b}word" for a in "abcdefgh" for b in "abcde"]  # letters only: 16 spellings each
+    assert len(many) * 16 > matcher.FOLD_SPELLINGS
+    assert isinstance(matcher._rare_scanner(["X"], many), matcher._PerCase)
+    assert isinstance(matcher._rare_scanner(["X"], many[:8]), matcher._FoldedScanner)
