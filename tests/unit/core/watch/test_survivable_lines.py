@@ -109,6 +109,8 @@ def iterations_around(line: str) -> list[str]:
         (iterations_around("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"), True),
         # a worker's last words are not acted on
         (iterations_around(LAST_WORDS["segfault"]), False),
+        # Megatron-LLM's skipped step of a non-finite grad norm: the run goes on (a fallback)
+        (iterations_around("***WARNING*** Bad grad_norm detected (grad_norm=nan)"), False),
     ],
 )
 def test_acts_while_running_agrees_with_the_monitor(lines: list[str], acts: bool) -> None:
