@@ -1,0 +1,71 @@
+"""scripts/text_only_reader.py: the reader's labels join the corpus records they were given, and the figures
+count what they say (both wrong, at least one right)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+from tests.paths import REPO
+
+SCRIPT = REPO / "scripts" / "text_only_reader.py"
+_spec = importlib.util.spec_from_file_location("text_only_reader", SCRIPT)
+assert _spec and _spec.loader
+text_only_reader = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = text_only_reader
+_spec.loader.exec_module(text_only_reader)
+
+
+def test_the_labels_join_the_corpus_by_source_and_text() -> None:
+    """Each labelled record is found again by its source and its text's hash: the study's 1,182 excerpts
+    (records edited or added since are not, and are reported as not labelled)."""
+    labels = text_only_reader.load_labels()
+    corpus = {
+        "fitted": text_only_reader.load_corpus(text_only_reader.CORPUS_DIR),
+        "held_out": text_only_reader.load_corpus(text_only_reader.CORPUS_DIR / text_only_reader.HOLDOUT),
+    }
+    joined = {
+        name: sum((name, *text_only_reader.text_key(e)) in labels for e in excerpts)
+        for name, excerpts in corpus.items()
+    }
+    assert joined["fitted"] >= 840 and joined["held_out"] >= 330
+    assert set(str(r["label"]) for r in labels.values()) <= set(text_only_reader.CLASS_NAMES)
+
+
+def test_figures_count_each_row_once() -> None:
+    Row = text_only_reader.Row
+    rows = [
+        Row(
+            reader_right=True,
+            ours_right=True,
+            reader_decides_right=True,
+            ours_decides_right=True,
+            confident=True,
+        ),
+        Row(
+            reader_right=False,
+            ours_right=True,
+            reader_decides_right=True,
+            ours_decides_right=True,
+            confident=False,
+        ),
+        Row(
+            reader_right=True,
+            ours_right=False,
+            reader_decides_right=True,
+            ours_decides_right=False,
+            confident=True,
+        ),
+        Row(
+            reader_right=False,
+            ours_right=False,
+            reader_decides_right=False,
+            ours_decides_right=True,
+            confident=True,
+        ),
+    ]
+    f = text_only_reader.figures(rows)
+    assert (f["n"], f["reader_right"], f["ours_right"]) == (4, 2, 2)
+    assert (f["both_wrong"], f["either_right"]) == (1, 3)
+    assert (f["reader_decides_right"], f["ours_decides_right"]) == (3, 3)
+    assert (f["reader_confident"], f["reader_right_when_confident"]) == (3, 2)
