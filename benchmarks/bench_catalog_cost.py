@@ -104,7 +104,7 @@ def main() -> None:
             results[name] = {"rows": rows, "median": med, "patterns": {k: v[0] for k, v in counts.items()},
                              "ratio": med["this tree"] / med["base"]}  # fmt: skip
     save_result("catalog_cost", args, results, out.text)
-    print(json.dumps({k: round(v["ratio"], 3) for k, v in results.items() if k != "base"}))
+    print(json.dumps({k: round(v["ratio"], 3) for k, v in results.items() if isinstance(v, dict)}))
 
 
 if __name__ == "__main__":
