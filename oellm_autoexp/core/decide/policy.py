@@ -390,9 +390,11 @@ def _after_training(restart: Decision, rule: RestartRule, trained: int) -> Decis
     budget's stop as it is."""
     if restart.action is not DecisionAction.RESTART:
         return restart
+    allowed = rule.config_error_after_training
+    restarts = "one restart" if allowed == 1 else f"up to {allowed} restarts"
     note = (
         f"; this configuration trained before (iteration {trained}), so the environment changed:"
-        f" one restart for it (config_error_after_training: {rule.config_error_after_training})"
+        f" {restarts} for it (config_error_after_training: {allowed})"
     )
     return replace(restart, reason=restart.reason + note, environment_changed=True)
 

@@ -122,3 +122,18 @@ def test_refill_on_training_does_not_refill_it() -> None:
     docs say: a second one short of iteration 1000 stops."""
     decisions = run(policy_file("megatron_transient"), [(CONFIG, (10, 1000)), (CONFIG, (900, 990))])
     assert [a for a, _ in decisions] == [A.RESTART, A.STOP]
+
+
+def test_the_reason_says_how_many_restarts_the_setting_allows() -> None:
+    """One is "one restart"; a larger setting is counted as it is, and allows that many."""
+    [(action, reason)] = run(default_policy(), [(CONFIG, (10, 500))])
+    assert "so the environment changed: one restart for it (config_error_after_training: 1)" in reason
+    decisions = run(
+        default_policy(config_error_after_training=2),
+        [(CONFIG, (10, 500)), (CONFIG, (400, 500)), (CONFIG, (400, 500))],
+    )
+    assert [a for a, _ in decisions] == [A.RESTART, A.RESTART, A.STOP]
+    assert (
+        "so the environment changed: up to 2 restarts for it (config_error_after_training: 2)"
+        in decisions[0][1]
+    )
