@@ -242,8 +242,8 @@ class _FoldedScanner:
     millisecond, for the one or two case-insensitive words a pattern set has. Instead, each such
     word (ASCII) adds every case spelling of one of its windows (the FOLD_WINDOW characters with the
     fewest letters) to the case-sensitive automaton; where a spelling is found, the word is checked
-    whole, case-insensitively, where that window would sit in it. Texts whose non-ASCII characters
-    lower-case to ASCII letters get the lower-cased pass (`_PerCase`'s), as before.
+    whole, case-insensitively, where that window would sit in it. A text holding a character that
+    lower-cases to an ASCII letter (the Kelvin sign) gets a lower-cased copy and its own pass, as before.
     """
 
     def __init__(self, sensitive: Sequence[str], insensitive: Sequence[str]) -> None:
