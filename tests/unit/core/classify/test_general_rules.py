@@ -524,3 +524,36 @@ def test_a_horovod_stall_is_a_hang_only_when_nothing_else_explains_the_end() -> 
     ):
         cause = log_cause(classify_lines([HOROVOD_STALL, own], PATTERNS))
         assert cause is not None and cause.error_type == expected, (own, cause)
+
+
+OS_ENVIRON_FRAME = '  File "/usr/lib/python3.10/os.py", line 680, in __getitem__'
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        # os.environ[...] of a variable that is not set: configuration, whichever variable
+        ([OS_ENVIRON_FRAME, "    raise KeyError(key) from None", "KeyError: 'RANK'"], "config_error"),
+        (
+            [
+                f"[rank1]:{OS_ENVIRON_FRAME}",
+                "[rank1]:     raise KeyError(key) from None",
+                "[rank1]: KeyError: 'HF_TOKEN'",
+            ],
+            "config_error",
+        ),
+        # any other KeyError is the program's own: an exception
+        (['  File "/x/train.py", line 5, in main', "    batch[k]", "KeyError: 'RANK'"], "exception"),
+        (["KeyError: 'RANK'"], "exception"),
+        # the frame too far above (another traceback's): not this KeyError's
+        (
+            [OS_ENVIRON_FRAME, "    raise KeyError(key) from None", "x", "y", "z", "KeyError: 'labels'"],
+            "exception",
+        ),
+    ],
+)
+def test_a_missing_environment_variable_is_configuration(lines: list[str], expected: str) -> None:
+    """CPython's os.environ turns a missing variable into `raise KeyError(key) from None` in os.py's
+    `__getitem__` (Lib/os.py _Environ): that KeyError is the job's environment, the same on every attempt."""
+    cause = log_cause(classify_lines(lines, PATTERNS))
+    assert cause is not None and cause.error_type == expected
