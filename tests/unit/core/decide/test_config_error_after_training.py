@@ -127,6 +127,7 @@ def test_refill_on_training_does_not_refill_it() -> None:
 def test_the_reason_says_how_many_restarts_the_setting_allows() -> None:
     """One is "one restart"; a larger setting is counted as it is, and allows that many."""
     [(action, reason)] = run(default_policy(), [(CONFIG, (10, 500))])
+    assert action is A.RESTART
     assert "so the environment changed: one restart for it (config_error_after_training: 1)" in reason
     decisions = run(
         default_policy(config_error_after_training=2),
