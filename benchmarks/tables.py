@@ -271,6 +271,17 @@ def text_only_reader(d: dict[str, Any]) -> list[str]:
             f"{share(f, 'reader_decides_right')} | {share(f, 'ours_decides_right')} | {f['both_wrong']} | "
             f"{share(f, 'either_right')} |"
         )
+    by_family = d.get("families")
+    if not by_family:
+        return out
+    out += ["", "| family | held out: reader / classifier / excerpts | fitted: reader / classifier / excerpts |",
+            "|---|---|---|"]  # fmt: skip
+    for family in sorted(set(by_family["fitted"]) | set(by_family["held_out"])):
+        cells = []
+        for name in ("held_out", "fitted"):
+            f = by_family[name].get(family)
+            cells.append(f"{f['reader_right']} / {f['ours_right']} / {f['n']}" if f else "-")
+        out.append(f"| {family} | {cells[0]} | {cells[1]} |")
     return out
 
 

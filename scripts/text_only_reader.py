@@ -52,6 +52,7 @@ CLASS_NAMES = ("healthy", "oom", "gpu_hardware", "cuda_error", "hang", "nccl", "
 
 @dataclass(frozen=True)
 class Row:
+    family: str  # the corpus file the excerpt comes from
     reader_right: bool
     ours_right: bool
     reader_decides_right: bool
@@ -93,6 +94,7 @@ def rows_of(set_name: str, excerpts: list[Excerpt], labels: dict, policy: Restar
         truth = label_action(excerpt.expected, policy)
         rows.append(
             Row(
+                family=excerpt.family,
                 reader_right=reader["label"] == excerpt.expected,
                 ours_right=reading.right,
                 reader_decides_right=label_action(str(reader["label"]), policy) == truth,
@@ -116,6 +118,22 @@ def figures(rows: list[Row]) -> dict[str, int]:
         "reader_confident": len(confident),
         "reader_right_when_confident": sum(r.reader_right for r in confident),
     }
+
+
+def families(rows: list[Row]) -> dict[str, dict[str, int]]:
+    """Per failure family: excerpts, and how many the reader and the classifier read right."""
+    out: dict[str, dict[str, int]] = {}
+    for row in rows:
+        f = out.setdefault(row.family, {"n": 0, "reader_right": 0, "ours_right": 0})
+        f["n"] += 1
+        f["reader_right"] += row.reader_right
+        f["ours_right"] += row.ours_right
+    return dict(sorted(out.items()))
+
+
+def family_report(name: str, by_family: dict[str, dict[str, int]]) -> str:
+    cells = [f"{family} {f['reader_right']}/{f['ours_right']}/{f['n']}" for family, f in by_family.items()]
+    return f"{name} per family (reader/classifier/excerpts): " + ", ".join(cells)
 
 
 def report(name: str, f: dict[str, int]) -> str:
@@ -143,15 +161,29 @@ def main() -> int:
     policy = load_restart_policy("default")
     sets = {"fitted": load_corpus(CORPUS_DIR), "held_out": load_corpus(CORPUS_DIR / HOLDOUT)}
     results = {}
+    by_family = {}
     for name, excerpts in sets.items():
-        results[name] = figures(rows_of(name, excerpts, labels, policy))
+        rows = rows_of(name, excerpts, labels, policy)
+        results[name] = figures(rows)
         results[name]["not_labelled"] = len(excerpts) - results[name]["n"]
-    text = "\n".join(report(name, f) for name, f in results.items())
+        by_family[name] = families(rows)
+    text = "\n".join(
+        [
+            *(report(name, f) for name, f in results.items()),
+            *(family_report(n, f) for n, f in by_family.items()),
+        ]
+    )
     print(text)
     if args.save:
         from benchmarks._common import environment
 
-        data = {"benchmark": "text_only_reader", **environment(), **results, "table": text}
+        data = {
+            "benchmark": "text_only_reader",
+            **environment(),
+            **results,
+            "families": by_family,
+            "table": text,
+        }
         out = REPO / "benchmarks" / "results" / f"text_only_reader-{date.today().isoformat()}.json"
         out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         print(f"saved {out.relative_to(REPO)}")

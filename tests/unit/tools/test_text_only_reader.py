@@ -36,6 +36,7 @@ def test_figures_count_each_row_once() -> None:
     Row = text_only_reader.Row
     rows = [
         Row(
+            family="f",
             reader_right=True,
             ours_right=True,
             reader_decides_right=True,
@@ -43,6 +44,7 @@ def test_figures_count_each_row_once() -> None:
             confident=True,
         ),
         Row(
+            family="f",
             reader_right=False,
             ours_right=True,
             reader_decides_right=True,
@@ -50,6 +52,7 @@ def test_figures_count_each_row_once() -> None:
             confident=False,
         ),
         Row(
+            family="f",
             reader_right=True,
             ours_right=False,
             reader_decides_right=True,
@@ -57,6 +60,7 @@ def test_figures_count_each_row_once() -> None:
             confident=True,
         ),
         Row(
+            family="f",
             reader_right=False,
             ours_right=False,
             reader_decides_right=False,
@@ -69,3 +73,37 @@ def test_figures_count_each_row_once() -> None:
     assert (f["both_wrong"], f["either_right"]) == (1, 3)
     assert (f["reader_decides_right"], f["ours_decides_right"]) == (3, 3)
     assert (f["reader_confident"], f["reader_right_when_confident"]) == (3, 2)
+
+
+def test_families_count_each_family_apart() -> None:
+    Row = text_only_reader.Row
+    rows = [
+        Row(
+            family="nccl",
+            reader_right=True,
+            ours_right=False,
+            reader_decides_right=True,
+            ours_decides_right=False,
+            confident=True,
+        ),
+        Row(
+            family="nccl",
+            reader_right=False,
+            ours_right=False,
+            reader_decides_right=False,
+            ours_decides_right=False,
+            confident=True,
+        ),
+        Row(
+            family="xid",
+            reader_right=False,
+            ours_right=True,
+            reader_decides_right=False,
+            ours_decides_right=True,
+            confident=False,
+        ),
+    ]
+    assert text_only_reader.families(rows) == {
+        "nccl": {"n": 2, "reader_right": 1, "ours_right": 0},
+        "xid": {"n": 1, "reader_right": 0, "ours_right": 1},
+    }
