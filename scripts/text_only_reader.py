@@ -33,13 +33,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from oellm_autoexp.adapters.logs.pattern_files import DEFAULT_PATTERNS, load_patterns  # noqa: E402
-from oellm_autoexp.core.classify.score import HEALTHY, Excerpt, Reading, read_excerpt  # noqa: E402
-from oellm_autoexp.core.decide.class_action import (  # noqa: E402
-    ClassAction,
-    action_for,
-    guessed_action_for,
-    unexplained_action,
-)
+from oellm_autoexp.core.classify.score import Excerpt, read_excerpt  # noqa: E402
+from oellm_autoexp.core.decide.class_action import label_action, reading_action  # noqa: E402
 from oellm_autoexp.core.decide.policy import RestartPolicy  # noqa: E402
 from scripts.corpus_report import CORPUS_DIR, HOLDOUT, load_corpus, load_restart_policy  # noqa: E402
 
@@ -70,19 +65,6 @@ def load_labels(path: Path = LABELS) -> dict[tuple[str, str, str], dict[str, obj
     return {(r["set"], r["source"], r["text_sha256"]): r for r in records}
 
 
-def our_action(reading: Reading, policy: RestartPolicy) -> ClassAction:
-    """What the monitor does with the classifier's reading of a failed (or healthy) excerpt."""
-    if reading.guessed:
-        return guessed_action_for(reading.got, policy, reading.unguessed)
-    if reading.got == HEALTHY:
-        return unexplained_action(policy) if reading.excerpt.expected != HEALTHY else ClassAction.NOTHING
-    return action_for(reading.got, policy)
-
-
-def label_action(label: str, policy: RestartPolicy) -> ClassAction:
-    return action_for(None if label == HEALTHY else label, policy)
-
-
 def rows_of(set_name: str, excerpts: list[Excerpt], labels: dict, policy: RestartPolicy) -> list[Row]:
     patterns = load_patterns([DEFAULT_PATTERNS] if isinstance(DEFAULT_PATTERNS, str) else DEFAULT_PATTERNS)
     rows = []
@@ -98,7 +80,7 @@ def rows_of(set_name: str, excerpts: list[Excerpt], labels: dict, policy: Restar
                 reader_right=reader["label"] == excerpt.expected,
                 ours_right=reading.right,
                 reader_decides_right=label_action(str(reader["label"]), policy) == truth,
-                ours_decides_right=our_action(reading, policy) == truth,
+                ours_decides_right=reading_action(reading, policy) == truth,
                 confident=bool(reader["confident"]),
             )
         )

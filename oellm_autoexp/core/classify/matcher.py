@@ -246,14 +246,12 @@ class _FoldedScanner:
     lower-cases to an ASCII letter (the Kelvin sign) gets a lower-cased copy and its own pass, as before.
     """
 
-    def __init__(self, sensitive: Sequence[str], insensitive: Sequence[str]) -> None:
+    def __init__(
+        self, sensitive: Sequence[str], insensitive: Sequence[str], spelled: dict[str, list[tuple[int, int]]]
+    ) -> None:
+        """`spelled`: `_spelled_windows(insensitive)`."""
         self._n_sensitive = len(sensitive)
         self._words = [w.encode() for w in insensitive]
-        spelled: dict[str, list[tuple[int, int]]] = {}
-        for index, word in enumerate(insensitive):
-            at = _window_at(word)
-            for spelling in _spellings(word[at : at + FOLD_WINDOW]):
-                spelled.setdefault(spelling, []).append((index, at))
         self._spelled = list(spelled.values())
         self._scanner = _AhoCorasickScanner([*sensitive, *spelled], ignore_case=False)
         self._insensitive = insensitive
@@ -277,6 +275,16 @@ class _FoldedScanner:
         return [(False, data, plain), (True, data, folded)]
 
 
+def _spelled_windows(insensitive: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
+    """Every case spelling of each word's window -> the (word index, window offset) it stands for."""
+    spelled: dict[str, list[tuple[int, int]]] = {}
+    for index, word in enumerate(insensitive):
+        at = _window_at(word)
+        for spelling in _spellings(word[at : at + FOLD_WINDOW]):
+            spelled.setdefault(spelling, []).append((index, at))
+    return spelled
+
+
 def _window_at(word: str) -> int:
     """Where `word`'s window of FOLD_WINDOW characters with the fewest letters starts (the first such)."""
     starts = range(max(1, len(word) - FOLD_WINDOW + 1))
@@ -296,10 +304,10 @@ def _rare_scanner(sensitive: Sequence[str], insensitive: Sequence[str]) -> _PerC
     allow it (the automaton engine, ASCII words, few spellings), else one scanner per mode."""
     if engine_name() != "ahocorasick_rs" or not insensitive or not all(w.isascii() for w in insensitive):
         return _PerCase(sensitive, insensitive)
-    windows = [word[_window_at(word) :][:FOLD_WINDOW] for word in insensitive]
-    if sum(len(_spellings(window)) for window in windows) > FOLD_SPELLINGS:
+    spelled = _spelled_windows(insensitive)
+    if sum(map(len, spelled.values())) > FOLD_SPELLINGS:
         return _PerCase(sensitive, insensitive)
-    return _FoldedScanner(sensitive, insensitive)
+    return _FoldedScanner(sensitive, insensitive, spelled)
 
 
 # --------------------------------------------------------------------------- bulk regexes

@@ -11,7 +11,7 @@ scripts/corpus_report.py both score them with `score_excerpts`, per family (corp
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 
@@ -115,40 +115,14 @@ class Score:
         right = Counter(r.excerpt.family for r in self.readings if r.right)
         return [(f, support[f], right[f]) for f in sorted(support)]
 
-    def decision_accuracy(
-        self,
-        action: Callable[[str | None], object],
-        guessed: Callable[[str | None, str | None], object] | None = None,
-        unexplained: Callable[[], object] | None = None,
-    ) -> float:
-        """The share of excerpts whose reading leads to the action their label leads to.
-
-        `action` maps a class (None: healthy) to what a restart policy does with it
-        (core/decide/class_action.py); `guessed` maps a guessed reading's class and the class of
-        the reading it replaced to what the monitor does with the guess (default: `action` of the guess);
-        `unexplained` is what it does with a FAILED attempt whose log gave no cause, a failure's excerpt
-        read as healthy (default: `action(None)`).
-        """
-        if not self.readings:
-            return 1.0
-
-        def done(r: Reading) -> object:
-            if r.guessed and guessed is not None:
-                return guessed(_cause(r.got), r.unguessed)
-            if r.got == HEALTHY and r.excerpt.expected != HEALTHY and unexplained is not None:
-                return unexplained()
-            return action(_cause(r.got))
-
-        same = sum(done(r) == action(_cause(r.excerpt.expected)) for r in self.readings)
-        return same / len(self.readings)
-
     def confusions(self) -> list[tuple[str, str, int]]:
         """(expected, got, count) for every wrong pair, most frequent first."""
         pairs = Counter((r.excerpt.expected, r.got) for r in self.readings if not r.right)
         return sorted(((e, g, n) for (e, g), n in pairs.items()), key=lambda t: (-t[2], t[0], t[1]))
 
 
-def _cause(label: str) -> str | None:
+def cause_of(label: str) -> str | None:
+    """A corpus label as a root cause: None for `healthy`."""
     return None if label == HEALTHY else label
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from oellm_autoexp.core.classify.score import Score
+from oellm_autoexp.core.classify.score import HEALTHY, Reading, Score, cause_of
 from oellm_autoexp.core.decide.policy import DecisionAction, RestartHistory, RestartPolicy, decide
 from oellm_autoexp.core.jobs.job_state import JobState
 from oellm_autoexp.core.watch.outcome import Outcome
@@ -76,12 +76,26 @@ def guessed_action_for(
     return plain if plain in _RESTARTS else action
 
 
+def reading_action(reading: Reading, policy: RestartPolicy) -> ClassAction:
+    """What the monitor does with one excerpt's reading, as the judge takes it: a class as `action_for`,
+    a guess as `guessed_action_for`, a failure's excerpt with no cause as the crash it is judged
+    (`unexplained_action`)."""
+    if reading.guessed:
+        return guessed_action_for(cause_of(reading.got), policy, reading.unguessed)
+    if reading.got == HEALTHY and reading.excerpt.expected != HEALTHY:
+        return unexplained_action(policy)
+    return action_for(cause_of(reading.got), policy)
+
+
+def label_action(label: str, policy: RestartPolicy) -> ClassAction:
+    """What `policy` does with an attempt whose true class is the corpus label `label`."""
+    return action_for(cause_of(label), policy)
+
+
 def decision_accuracy(score: Score, policy: RestartPolicy) -> float:
     """The share of `score`'s excerpts whose reading leads to the action their label leads to under
-    `policy`, each reading taken as the judge takes it: a class as `action_for`, a guess as
-    `guessed_action_for`, a failure's excerpt with no cause as the crash it is judged (`unexplained_action`)."""
-    return score.decision_accuracy(
-        lambda c: action_for(c, policy),
-        lambda c, u: guessed_action_for(c, policy, u),
-        lambda: unexplained_action(policy),
-    )
+    `policy` (`reading_action` against `label_action`)."""
+    if not score.readings:
+        return 1.0
+    same = sum(reading_action(r, policy) == label_action(r.excerpt.expected, policy) for r in score.readings)
+    return same / len(score.readings)

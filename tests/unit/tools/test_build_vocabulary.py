@@ -3,21 +3,14 @@ with still guess well on threads the model never saw (grouped cross-validation o
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import pytest
 
 from oellm_autoexp.core.classify.vocabulary import MIN_PROBABILITY, WordModel
-from tests.paths import REPO
+from tests.script_loader import load_script
 
-SCRIPT = REPO / "scripts" / "build_vocabulary.py"
-_spec = importlib.util.spec_from_file_location("build_vocabulary", SCRIPT)
-assert _spec and _spec.loader
-build_vocabulary = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = build_vocabulary
-_spec.loader.exec_module(build_vocabulary)
+build_vocabulary = load_script("scripts/build_vocabulary.py")
 
 
 def test_the_shipped_model_is_up_to_date() -> None:

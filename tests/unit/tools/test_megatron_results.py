@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.paths import REPO
+from tests.script_loader import load_script
 
-SCRIPT = REPO / "scripts" / "device" / "megatron_results.py"
-_spec = importlib.util.spec_from_file_location("megatron_results", SCRIPT)
-assert _spec and _spec.loader
-results = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = results  # dataclasses look their module up while the class is made
-_spec.loader.exec_module(results)
+results = load_script("scripts/device/megatron_results.py")
 
 EXPLAIN = """job megatron_tiny (key main): completed — Job completed successfully
   attempt 1: job local-1 FAILED exit=1 nodes=localhost log=a.out

@@ -3,17 +3,9 @@ count what they say (both wrong, at least one right)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+from tests.script_loader import load_script
 
-from tests.paths import REPO
-
-SCRIPT = REPO / "scripts" / "text_only_reader.py"
-_spec = importlib.util.spec_from_file_location("text_only_reader", SCRIPT)
-assert _spec and _spec.loader
-text_only_reader = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = text_only_reader
-_spec.loader.exec_module(text_only_reader)
+text_only_reader = load_script("scripts/text_only_reader.py")
 
 
 def test_the_labels_join_the_corpus_by_source_and_text() -> None:
@@ -32,41 +24,19 @@ def test_the_labels_join_the_corpus_by_source_and_text() -> None:
     assert set(str(r["label"]) for r in labels.values()) <= set(text_only_reader.CLASS_NAMES)
 
 
+def row(
+    reader: bool, ours: bool, reader_decides: bool, ours_decides: bool, confident: bool, family: str = "f"
+):
+    """A Row in one line: (reader right, classifier right, their decisions right, reader confident)."""
+    return text_only_reader.Row(family, reader, ours, reader_decides, ours_decides, confident)
+
+
 def test_figures_count_each_row_once() -> None:
-    Row = text_only_reader.Row
     rows = [
-        Row(
-            family="f",
-            reader_right=True,
-            ours_right=True,
-            reader_decides_right=True,
-            ours_decides_right=True,
-            confident=True,
-        ),
-        Row(
-            family="f",
-            reader_right=False,
-            ours_right=True,
-            reader_decides_right=True,
-            ours_decides_right=True,
-            confident=False,
-        ),
-        Row(
-            family="f",
-            reader_right=True,
-            ours_right=False,
-            reader_decides_right=True,
-            ours_decides_right=False,
-            confident=True,
-        ),
-        Row(
-            family="f",
-            reader_right=False,
-            ours_right=False,
-            reader_decides_right=False,
-            ours_decides_right=True,
-            confident=True,
-        ),
+        row(True, True, True, True, confident=True),
+        row(False, True, True, True, confident=False),
+        row(True, False, True, False, confident=True),
+        row(False, False, False, True, confident=True),
     ]
     f = text_only_reader.figures(rows)
     assert (f["n"], f["reader_right"], f["ours_right"]) == (4, 2, 2)
@@ -76,32 +46,10 @@ def test_figures_count_each_row_once() -> None:
 
 
 def test_families_count_each_family_apart() -> None:
-    Row = text_only_reader.Row
     rows = [
-        Row(
-            family="nccl",
-            reader_right=True,
-            ours_right=False,
-            reader_decides_right=True,
-            ours_decides_right=False,
-            confident=True,
-        ),
-        Row(
-            family="nccl",
-            reader_right=False,
-            ours_right=False,
-            reader_decides_right=False,
-            ours_decides_right=False,
-            confident=True,
-        ),
-        Row(
-            family="xid",
-            reader_right=False,
-            ours_right=True,
-            reader_decides_right=False,
-            ours_decides_right=True,
-            confident=False,
-        ),
+        row(True, False, True, False, confident=True, family="nccl"),
+        row(False, False, False, False, confident=True, family="nccl"),
+        row(False, True, False, True, confident=False, family="xid"),
     ]
     assert text_only_reader.families(rows) == {
         "nccl": {"n": 2, "reader_right": 1, "ours_right": 0},
